@@ -1,0 +1,3 @@
+from kwarehouse.cli import main
+
+main()

@@ -1,0 +1,184 @@
+"""kwh: the command line. Thin: parse flags, call one library function, print."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kwarehouse import pipeline
+from kwarehouse.errors import KwhError
+from kwarehouse.store import Warehouse
+from kwarehouse.summary import summary_tables
+
+
+class KwhGroup(click.Group):
+    """Turns every KwhError into `Error: ...` on one line and exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KwhError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=KwhGroup)
+@click.option("--warehouse", "-w", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("warehouse"), envvar="KWH_WAREHOUSE", show_default=True,
+              help="Warehouse directory (or set KWH_WAREHOUSE).")
+@click.version_option(package_name="kwarehouse")
+@click.pass_context
+def main(ctx, warehouse: Path):
+    """kwarehouse: ingest CUDA profiler exports into a Parquet warehouse and query them with SQL.
+
+    \b
+    Example:
+      kwh ingest runs/            # every ncu export under runs/
+      kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
+    """
+    ctx.obj = Warehouse(warehouse)
+
+
+def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
+    tags = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{value!r} is not key=value", param_hint="--tag")
+        tags[key.strip()] = val
+    return tags
+
+
+@main.command()
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv).")
+@click.option("--model", help="Model name for exports without a manifest*.json beside them.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Run tag; repeatable.")
+@click.pass_obj
+def ingest(warehouse: Warehouse, sources, format_, model, tags):
+    """Ingest profiler exports (files or folders, searched recursively).
+
+    Raw and details pages of one ncu report become one run. Files already ingested (same sha256)
+    are skipped. Exit status 1 when any file failed; the others still go in.
+
+    \b
+    Example:
+      kwh ingest runs/ --tag branch=main
+      kwh ingest out.csv --model bert --format ncu-raw-csv
+    """
+    tag_map = _parse_tags(tags)
+    files = [p for p, _ in pipeline.discover(sources)]
+    if sys.stderr.isatty() and len(files) > 1:
+        with click.progressbar(length=len(files), label="Reading exports", file=sys.stderr) as bar:
+            report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map,
+                                     progress=lambda _: bar.update(1))
+    else:
+        report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map)
+    for line in report.repairs:
+        click.echo(f"Repaired: {line}", err=True)
+    for run in report.runs:
+        verb = "new run" if run.new else "updated run"
+        click.echo(f"{verb} {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels "
+                   f"from {len(run.files)} file(s)")
+    for path, why in report.skipped:
+        if why.startswith("already ingested"):
+            click.echo(f"skipped {path}: {why}")
+    for line in report.failed:
+        click.echo(f"Error: {line}", err=True)
+    ignored = sum(1 for _, why in report.skipped if not why.startswith("already ingested"))
+    click.echo(f"ingested {len(report.runs)} run(s), {sum(r.kernels for r in report.runs)} kernels; "
+               f"{sum(1 for _, w in report.skipped if w.startswith('already'))} already ingested, "
+               f"{ignored} other file(s) ignored, {len(report.failed)} failed")
+    if not report.ok:
+        sys.exit(1)
+
+
+def _print_rows(columns, rows, fmt: str) -> None:
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    elif fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
+    else:
+        click.echo(format_table(columns, rows))
+
+
+def format_table(columns, rows) -> str:
+    """A plain aligned text table (numbers right-aligned)."""
+    cells = [[("" if v is None else f"{v:,.6g}" if isinstance(v, float) else str(v)) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) for i in range(len(columns))]
+    def line(values):
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+    out = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+    return "\n".join(out) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
+
+
+def _run_sql(con, query: str):
+    import duckdb
+    try:
+        cursor = con.execute(query)
+    except duckdb.Error as exc:
+        raise KwhError(str(exc).splitlines()[0]) from None
+    if cursor.description is None:
+        return [], []
+    return [d[0] for d in cursor.description], cursor.fetchall()
+
+
+@main.command()
+@click.argument("query", required=False)
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def sql(warehouse: Warehouse, query, fmt):
+    """Run SQL over the warehouse tables (runs, kernels, metrics, rules); no QUERY opens a prompt.
+
+    \b
+    Example:
+      kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
+      kwh sql --csv "SELECT * FROM kernels WHERE model = 'gpt2'" > gpt2.csv
+    """
+    con = warehouse.connect()
+    if query:
+        _print_rows(*_run_sql(con, query), fmt or "table")
+        return
+    click.echo("kwh sql: tables runs, kernels, metrics, rules. End statements with ';', quit with .quit or Ctrl-D.")
+    buffer = ""
+    while True:
+        try:
+            line = input("kwh> " if not buffer else "...> ")
+        except EOFError:
+            click.echo()
+            return
+        if not buffer and line.strip() in (".quit", ".exit", "quit", "exit"):
+            return
+        buffer += line + "\n"
+        if buffer.strip().endswith(";"):
+            try:
+                _print_rows(*_run_sql(con, buffer), fmt or "table")
+            except KwhError as exc:
+                click.echo(f"Error: {exc}", err=True)
+            buffer = ""
+
+
+@main.command()
+@click.option("--top", default=10, show_default=True, help="How many kernels to list.")
+@click.pass_obj
+def summary(warehouse: Warehouse, top):
+    """Print kernels per model and the top kernels by GPU time.
+
+    \b
+    Example:
+      kwh summary --top 20
+    """
+    if not warehouse.exists:
+        raise KwhError(f"{warehouse.root}: no warehouse here yet; run kwh ingest first")
+    (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
+    click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
+    click.echo(f"\nTop {top} kernels by GPU time (time-weighted SM % and DRAM %)\n" + format_table(top_cols, top_rows))
+    click.echo(f"\nWarehouse: {warehouse.root}  (duckdb {warehouse.duckdb_path} sees the same tables)")

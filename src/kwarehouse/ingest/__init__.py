@@ -1,0 +1,44 @@
+"""Readers, one module per export format, and the registry that picks one by content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kwarehouse.errors import InputError, KwhError
+from kwarehouse.ingest.base import Reader, ReadResult
+from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
+from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
+
+READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv())}
+
+# How much of a file sniffing looks at: enough to pass program output a user redirected before the CSV.
+SNIFF_BYTES = 1 << 20
+
+
+def reader_named(name: str) -> Reader:
+    try:
+        return READERS[name]
+    except KeyError:
+        raise KwhError(f"unknown format {name!r}; known formats: {', '.join(READERS)}") from None
+
+
+def sniff(path: Path) -> Reader | None:
+    """The reader whose format the file's content matches, or None."""
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    for reader in READERS.values():
+        if reader.sniff(path, head):
+            return reader
+    return None
+
+
+def read(path: Path, format: str | None = None) -> ReadResult:
+    """Read one export with the named reader, or the one its content matches."""
+    reader = reader_named(format) if format else sniff(path)
+    if reader is None:
+        raise InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +
+                         "); pass --format to force one")
+    return reader.read(path)
+
+
+__all__ = ["READERS", "ReadResult", "Reader", "read", "reader_named", "sniff"]

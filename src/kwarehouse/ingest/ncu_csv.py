@@ -1,0 +1,168 @@
+"""What the two ncu CSV pages share: finding the table in the file, parsing it, the launch columns.
+
+Real files are messier than `ncu --csv` documents: users redirect ncu's stdout, so program output and
+`==PROF==`/`==WARNING==` lines come before (and between) CSV lines; pages from old versions have other
+columns. Everything here is defensive and every failure names the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from kwarehouse.errors import InputError
+from kwarehouse.ingest.base import LAUNCH_COLUMNS
+
+# Every ncu CSV page starts with these two quoted columns.
+HEADER_START = b'"ID","Process ID"'
+# ncu's own log lines, which land in the file when stdout was redirected.
+_TOOL_LINE = re.compile(rb"^==[A-Z]+==")
+
+# Export column -> launch column. Columns not listed (and not NVTX) are metrics on the raw page.
+LAUNCH_FIELDS = {
+    "ID": "launch_id", "Process ID": "process_id", "Process Name": "process_name",
+    "Host Name": "host_name", "Kernel Name": "kernel_name", "Context": "context_id",
+    "Stream": "stream_id", "Device": "device_id", "CC": "compute_capability",
+    "Block Size": "block_dims", "Grid Size": "grid_dims",
+}
+# Columns that describe the launch but that kwh does not keep (old versions' wall-clock "Kernel Time").
+IGNORED_FIELDS = {"Kernel Time"}
+
+
+def is_nvtx_column(name: str) -> str | None:
+    """Which NVTX launch column an export header is, if any (ncu --nvtx adds two)."""
+    if "Push/Pop" in name:
+        return "nvtx_push_pop"
+    if "Start/Stop" in name:
+        return "nvtx_start_end"
+    return None
+
+
+def find_header(data: bytes) -> int | None:
+    """Byte offset of the ncu CSV header line, or None. Anything before it is ignored."""
+    if data.startswith(HEADER_START):
+        return 0
+    at = data.find(b"\n" + HEADER_START)
+    return None if at < 0 else at + 1
+
+
+def header_columns(head: bytes) -> list[str] | None:
+    """The header's column names from the first bytes of a file, or None when it has no ncu header."""
+    start = find_header(head)
+    if start is None:
+        return None
+    line = head[start:].split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+    return next(csv.reader([line]))
+
+
+@dataclass
+class NcuTable:
+    """The CSV table of a page: all cells as text, and the file line of each row (1-based)."""
+
+    frame: pl.DataFrame
+    row_lines: list[int]
+    header_line: int
+
+
+def read_table(path: Path) -> NcuTable:
+    """Parse the CSV table of an ncu export, every cell as text (None where a row was short)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
+    if not data.strip():
+        raise InputError(path, "file is empty; expected an ncu CSV export (ncu --csv --page raw|details)")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    start = find_header(data)
+    if start is None:
+        raise InputError(path, 'no ncu CSV header ("ID","Process ID",...) found; '
+                         "was it exported with ncu --import REPORT --csv --page raw|details?")
+    header_line = data.count(b"\n", 0, start) + 1
+    lines = data[start:].split(b"\n")
+    line_numbers = list(range(header_line, header_line + len(lines)))
+    if any(_TOOL_LINE.match(line) or not line.strip() for line in lines):
+        # ncu's log lines and blank lines between rows: drop them, keep true line numbers.
+        kept = [(n, line) for n, line in zip(line_numbers, lines)
+                if line.strip() and not _TOOL_LINE.match(line)]
+        line_numbers = [n for n, _ in kept]
+        lines = [line for _, line in kept]
+    last = lines[-1].rstrip(b"\r")
+    if not (last.endswith(b'"') or last.endswith(b",")):
+        raise InputError(path, "file ends in the middle of a row (truncated?); re-export it with ncu --csv",
+                         line=line_numbers[-1])
+    body = b"\n".join(lines)
+    try:
+        frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
+    except pl.exceptions.PolarsError as exc:
+        bad = _locate_bad_row(body)
+        line = line_numbers[bad[0]] if bad else None
+        reason = bad[1] if bad else str(exc).splitlines()[0]
+        raise InputError(path, f"malformed CSV row: {reason}; the file is not a clean ncu --csv export",
+                         line=line) from exc
+    if len(set(frame.columns)) != len(frame.columns):
+        raise InputError(path, "header repeats a column name; not an ncu CSV export", line=header_line)
+    return NcuTable(frame, line_numbers[1:], header_line)
+
+
+def _locate_bad_row(body: bytes) -> tuple[int, str] | None:
+    """Slow path after a parse failure: find the first row whose field count differs from the header."""
+    text = body.decode("utf-8", "replace")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        width = len(next(reader))
+        for index, row in enumerate(reader, start=1):
+            if len(row) > width:
+                return reader.line_num - 1, f"{len(row)} fields where the header has {width}"
+    except csv.Error as exc:
+        return reader.line_num - 1, str(exc)
+    return None
+
+
+def require_columns(path: Path, table: NcuTable, needed: list[str], hint: str) -> None:
+    missing = [c for c in needed if c not in table.frame.columns]
+    if missing:
+        names = ", ".join(f'"{c}"' for c in missing)
+        raise InputError(path, f"no {names} column; {hint}", line=table.header_line)
+
+
+def reject_short_rows(path: Path, table: NcuTable, frame: pl.DataFrame, column: str, row_index: str) -> None:
+    """A row that ends before `column` was cut short: name its line."""
+    short = frame.filter(pl.col(column).is_null())
+    if short.height:
+        first = short[row_index][0]
+        raise InputError(path, f'row ends before the "{column}" column (truncated or hand-edited?); '
+                         "re-export it with ncu --csv", line=table.row_lines[first])
+
+
+def launch_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """The launch columns of a page, typed; columns a version lacks come back as nulls."""
+    exprs = []
+    for source in frame.columns:
+        target = LAUNCH_FIELDS.get(source) or is_nvtx_column(source)
+        if target:
+            exprs.append(_typed(pl.col(source), LAUNCH_COLUMNS[target]).alias(target))
+    out = frame.select(exprs)
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in LAUNCH_COLUMNS.items() if c not in out.columns]
+    return out.with_columns(missing).select(list(LAUNCH_COLUMNS))
+
+
+def _typed(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    if dtype == pl.Int64:
+        # ncu prints thousands separators ("1,123") and old versions print "304.00" for integers.
+        return expr.str.replace_all(",", "").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+    return pl.when(expr.str.strip_chars() != "").then(expr.str.strip_chars())
+
+
+def is_metric_column(name: str) -> bool:
+    return name not in LAUNCH_FIELDS and name not in IGNORED_FIELDS and is_nvtx_column(name) is None
+
+
+def is_mangled(names: pl.Series) -> bool:
+    """Itanium-mangled kernel names start with _Z (ncu --print-kernel-base mangled)."""
+    names = names.drop_nulls()
+    return names.len() > 0 and bool(names.str.starts_with("_Z").any())

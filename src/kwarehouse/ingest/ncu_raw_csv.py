@@ -1,0 +1,57 @@
+"""ncu raw page CSV (`ncu --import R --csv --page raw`): row 1 metric names, row 2 units, a row per launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import polars as pl
+
+from kwarehouse.errors import InputError
+from kwarehouse.ingest import ncu_csv
+from kwarehouse.ingest.base import ReadResult
+
+
+class NcuRawCsv:
+    name: ClassVar[str] = "ncu-raw-csv"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        columns = ncu_csv.header_columns(head)
+        return bool(columns) and "Kernel Name" in columns and "Metric Name" not in columns
+
+    def read(self, path: Path) -> ReadResult:
+        table = ncu_csv.read_table(path)
+        ncu_csv.require_columns(path, table, ["ID", "Kernel Name"],
+                                "was it exported with ncu --import REPORT --csv --page raw?")
+        frame = table.frame.with_row_index("_row")
+        if frame.height == 0 or (frame["ID"][0] or "") != "":
+            raise InputError(path, "no units row after the header; expected ncu --csv --page raw output",
+                             line=table.header_line + 1)
+        units_row, launches_rows = frame.head(1), frame.slice(1)
+        if launches_rows.height == 0:
+            raise InputError(path, "no kernel rows after the units row; did ncu profile any kernel?",
+                             line=table.header_line + 1)
+        # Every raw row has every column: a null in the last column means the row was cut short.
+        ncu_csv.reject_short_rows(path, table, launches_rows, frame.columns[-1], "_row")
+        metric_names = [c for c in frame.columns if c != "_row" and ncu_csv.is_metric_column(c)]
+        launches = ncu_csv.launch_frame(launches_rows)
+        bad_ids = launches.filter(pl.col("launch_id").is_null())
+        if bad_ids.height:
+            index = launches["launch_id"].is_null().arg_true()[0]
+            raise InputError(path, 'kernel row without a numeric "ID"', line=table.row_lines[index + 1])
+        units = {name: units_row[name][0] or "" for name in metric_names}
+        metrics = (
+            launches_rows.select(pl.col("ID").cast(pl.Int64).alias("launch_id"), *metric_names)
+            .unpivot(index="launch_id", on=metric_names, variable_name="metric", value_name="value_text")
+            .with_columns(
+                pl.lit(None, dtype=pl.String).alias("section"),
+                pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"),
+            )
+            .select("launch_id", "section", "metric", "unit", "value_text")
+        )
+        gpu = None
+        if "device__attribute_display_name" in frame.columns:
+            names = launches_rows["device__attribute_display_name"].drop_nulls()
+            gpu = names[0] if names.len() else None
+        return ReadResult(path=path, format=self.name, page="raw", launches=launches, metrics=metrics,
+                          names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), gpu_name=gpu)

@@ -1,0 +1,49 @@
+"""Export units to base units: "Kbyte" -> byte x1000, "Gbyte/s" -> byte/s x1e9, "us" -> ns x1000.
+
+ncu prefixes are decimal (a Kbyte is 1,000 bytes: launch__shared_mem_config_size 32.768 Kbyte is
+32,768 bytes in a --print-units base export of the same report). A unit is a numerator with optional
+"/denominator" parts; each part is converted on its own and unknown parts are kept as they are.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from importlib import resources
+
+# Time in a denominator is a rate: keep it per second (byte/s), not per nanosecond.
+_PER_SECOND = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
+               "second": 1.0, "s": 1.0}
+
+
+@functools.cache
+def _atoms() -> dict[str, tuple[str, float]]:
+    text = resources.files("kwarehouse.normalize").joinpath("units.csv").read_text(encoding="utf-8")
+    return {row["unit"]: (row["base_unit"], float(row["factor"])) for row in csv.DictReader(text.splitlines())}
+
+
+@functools.cache
+def to_base(unit: str | None) -> tuple[str, float]:
+    """(base unit, factor) so that value_in_base = value * factor.
+
+    >>> to_base("Gbyte/s")
+    ('byte/s', 1000000000.0)
+    >>> to_base("%/Kbyte")
+    ('%/byte', 0.001)
+    >>> to_base("inst/cycle")
+    ('inst/cycle', 1.0)
+    """
+    if not unit:
+        return "", 1.0
+    numerator, *denominators = unit.split("/")
+    base, factor = _atoms().get(numerator, (numerator, 1.0))
+    parts = [base]
+    for denominator in denominators:
+        if denominator in _PER_SECOND:
+            parts.append("s")
+            factor /= _PER_SECOND[denominator]
+        else:
+            den_base, den_factor = _atoms().get(denominator, (denominator, 1.0))
+            parts.append(den_base)
+            factor /= den_factor
+    return "/".join(parts), factor

@@ -1,0 +1,283 @@
+"""`kwh ingest`: find exports, read them, group them into runs, normalize, commit each run atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from kwarehouse import ingest as readers
+from kwarehouse import normalize, schema
+from kwarehouse.errors import InputError, KwhError
+from kwarehouse.ingest.base import ReadResult
+from kwarehouse.runmeta import RunMetadata, read_metadata
+from kwarehouse.store import IngestedFile, Warehouse
+
+# Files that sit beside exports and are read as metadata, never as exports.
+SIDECAR_SUFFIXES = (".log", ".txt", ".md")
+# A file whose name says it should be an export: unrecognised content is an error, not a skip.
+EXPORT_SUFFIXES = (".csv",)
+# The launch fields that identify a profiled launch in every page of one report.
+LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_id", "stream_id"]
+HASH_CHUNK = 1 << 20
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    model: str
+    gpu: str
+    kernels: int
+    files: list[str]
+    new: bool
+
+
+@dataclass
+class IngestReport:
+    runs: list[RunSummary] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why), not an error
+    failed: list[str] = field(default_factory=list)                # one error line each
+    repairs: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass
+class _Source:
+    """One export read successfully, with the context that decides its run."""
+    result: ReadResult
+    sha256: str
+    meta: RunMetadata
+    folder: Path
+
+
+def discover(sources: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """Every file under `sources`, with whether the user named it directly. Symlinked folders are
+    not followed (no loops); hidden files and folders are skipped."""
+    found = []
+    for source in sources:
+        source = Path(source)
+        if source.is_dir():
+            for folder, dirs, files in os.walk(source, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend((Path(folder) / f, False) for f in sorted(files) if not f.startswith("."))
+        elif source.exists() or source.is_symlink():
+            found.append((source, True))
+        else:
+            raise KwhError(f"{source}: no such file or folder")
+    return found
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None = None,
+           model: str | None = None, tags: dict[str, str] | None = None,
+           progress: Callable[[Path], None] | None = None) -> IngestReport:
+    """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal."""
+    report = IngestReport()
+    tags = dict(tags or {})
+    if format:
+        readers.reader_named(format)
+    candidates = discover(sources)
+    metadata: dict[Path, RunMetadata | InputError] = {}
+    read: list[_Source] = []
+    seen: set[str] = set()
+    for path, explicit in candidates:
+        if progress:
+            progress(path)
+        try:
+            source = _read_one(path, explicit, format, warehouse, metadata, seen, report)
+        except InputError as exc:
+            report.failed.append(str(exc))
+            continue
+        if source is not None:
+            read.append(source)
+    groups: dict[str, list[_Source]] = {}
+    for source in read:
+        groups.setdefault(run_key(source), []).append(source)
+    if not groups:
+        return report
+    with warehouse.writer() as repairs:
+        report.repairs.extend(repairs)
+        for run_id, members in groups.items():
+            try:
+                report.runs.append(_commit(run_id, members, warehouse, model, tags))
+            except InputError as exc:
+                report.failed.append(str(exc))
+    return report
+
+
+def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehouse,
+              metadata: dict, seen: set[str], report: IngestReport) -> _Source | None:
+    if path.is_symlink() and not path.exists():
+        raise InputError(path, "broken symbolic link; point it at an export or remove it")
+    if not path.is_file():
+        report.skipped.append((str(path), "not a regular file"))
+        return None
+    if not os.access(path, os.R_OK):
+        raise InputError(path, "file is not readable; check its permissions")
+    if not explicit and (path.name.startswith("manifest") and path.suffix == ".json"
+                         or path.suffix in SIDECAR_SUFFIXES):
+        return None
+    reader = readers.reader_named(format) if format else readers.sniff(path)
+    if reader is None:
+        if explicit or path.suffix.lower() in EXPORT_SUFFIXES or path.stat().st_size == 0:
+            raise InputError(path, "not a recognised export (known formats: " + ", ".join(readers.READERS)
+                             + "); was it written by ncu --csv? Pass --format to force a reader")
+        report.skipped.append((str(path), "no reader for this kind of file"))
+        return None
+    sha = sha256_of(path)
+    if sha in seen:
+        report.skipped.append((str(path), "same content as another file in this ingest"))
+        return None
+    run_id = warehouse.ingested_run(sha) if warehouse.exists else None
+    if run_id is not None:
+        report.skipped.append((str(path), f"already ingested (run {run_id})"))
+        return None
+    seen.add(sha)
+    folder = path.parent.absolute()
+    if folder not in metadata:
+        try:
+            metadata[folder] = read_metadata(folder)
+        except InputError as exc:
+            metadata[folder] = exc
+    meta = metadata[folder]
+    if isinstance(meta, InputError):
+        raise InputError(path, f"its run manifest is unusable: {meta}")
+    return _Source(reader.read(path), sha, meta, folder)
+
+
+def run_key(source: _Source) -> str:
+    """Exports of one report get one run id: the same launches, from the same folder and manifest."""
+    launches = (source.result.launches.select(LAUNCH_KEY).sort("launch_id").rows())
+    blob = json.dumps([str(source.folder), source.meta.manifest_text or "", launches], default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
+            tags: dict[str, str]) -> RunSummary:
+    existing = warehouse.read_run(run_id)
+    meta = members[0].meta
+    existing_run = existing["runs"].to_pylist()[0] if "runs" in existing else None
+    gpu = next((m.result.gpu_name for m in members if m.result.gpu_name), None)
+    if gpu is None and existing_run and existing_run["gpu"] != "unknown":
+        gpu = existing_run["gpu"]
+    gpu = gpu or meta.fields.get("gpu") or tags.get("gpu") or "unknown"
+    model = (meta.fields.get("model") or model_option or (existing_run or {}).get("model")
+             or members[0].folder.name or "unknown")
+
+    metric_frames = [normalize.normalize_source_metrics(m.result.metrics, m.result.page) for m in members]
+    if "metrics" in existing:
+        metric_frames.insert(0, pl.from_arrow(existing["metrics"]).drop("run_id", "model", "gpu"))
+    metrics = normalize.merge_metrics(metric_frames)
+    launches = _merge_launches(members, existing.get("kernels"))
+    kernels = _kernel_rows(launches, normalize.headline_columns(metrics))
+    rules = pl.concat([_rule_rows(m.result.rules) for m in members]
+                      + ([pl.from_arrow(existing["rules"]).drop("run_id", "model", "gpu")]
+                         if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
+
+    files = sorted({str(m.result.path.absolute()): m.sha256 for m in members}.items())
+    if existing_run:
+        files = sorted(dict(zip(existing_run["source_files"], existing_run["source_sha256"]))
+                       .items() | set(files))
+    fields = meta.fields
+    run_tags = {**meta.tags, **({k: v for k, v in existing_run["tags"]} if existing_run else {}), **tags}
+    runs = {
+        "run_id": run_id, "model": model, "gpu": gpu, "family": fields.get("family"),
+        "task": fields.get("task"), "dtype": fields.get("dtype"), "batch": fields.get("batch"),
+        "seq_len": fields.get("seq_len"),
+        "compute_capability": kernels["compute_capability"].drop_nulls().first(),
+        "sm_count": fields.get("sm_count"), "tool": "ncu", "tool_version": meta.tool_version,
+        "framework_versions": json.dumps(meta.versions, sort_keys=True) if meta.versions else None,
+        "run_date": date.fromisoformat(fields["date"]) if "date" in fields else None,
+        "tags": sorted(run_tags.items()), "manifest_json": meta.manifest_text,
+        "source_dir": str(members[0].folder), "source_files": [f for f, _ in files],
+        "source_sha256": [s for _, s in files], "kernel_count": kernels.height,
+        "ingested_at": (existing_run or {}).get("ingested_at") or datetime.now(UTC).replace(tzinfo=None),
+    }
+    tables = {
+        "runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
+        "kernels": _tag(kernels, run_id, model, gpu),
+        "metrics": _tag(metrics, run_id, model, gpu),
+        "rules": _tag(rules, run_id, model, gpu),
+    }
+    new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format) for m in members]
+    warehouse.commit_run(run_id, model, gpu, tables, new_files)
+    return RunSummary(run_id, model, gpu, kernels.height, [str(m.result.path) for m in members],
+                      new=not existing)
+
+
+def _tag(frame: pl.DataFrame, run_id: str, model: str, gpu: str) -> pa.Table:
+    return frame.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(model).alias("model"),
+                              pl.lit(gpu).alias("gpu")).to_arrow()
+
+
+def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.DataFrame:
+    """One row per launch from every export of the run: the first non-null value of each field;
+    kernel_name prefers a demangled spelling, kernel_mangled keeps the mangled one."""
+    frames = []
+    if existing is not None:
+        old = pl.from_arrow(existing)
+        frames.append(old.select(
+            "launch_id", "kernel_name", "process_id", "process_name", "host_name", "context_id",
+            "stream_id", "device_id", "compute_capability", "nvtx_push_pop", "nvtx_start_end",
+            *[pl.col(c).cast(pl.String) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]))
+        frames.append(old.filter(pl.col("kernel_mangled").is_not_null())
+                      .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
+    for member in members:
+        launches = member.result.launches
+        frames.append(launches.drop("grid_dims", "block_dims").with_columns(
+            *_dims("grid", launches["grid_dims"]), *_dims("block", launches["block_dims"])))
+    allrows = pl.concat(frames, how="diagonal_relaxed").with_columns(
+        pl.col("kernel_name").str.starts_with("_Z").fill_null(False).alias("_mangled"))
+    names = (allrows.filter(pl.col("kernel_name").is_not_null()).sort("_mangled", maintain_order=True)
+             .group_by("launch_id", maintain_order=True)
+             .agg(pl.col("kernel_name").first(),
+                  pl.col("kernel_name").filter(pl.col("_mangled")).first().alias("kernel_mangled")))
+    others = allrows.drop("kernel_name", "_mangled").group_by("launch_id", maintain_order=True).agg(
+        pl.all().drop_nulls().first())
+    return names.join(others, on="launch_id", how="left").sort("launch_id")
+
+
+def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:
+    """ "(96, 1, 1)" -> three string columns (cast later); missing dims stay null."""
+    parts = text.str.extract_groups(r"^\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)$")
+    return [parts.struct.field(str(i + 1)).alias(f"{prefix}_{axis}") for i, axis in enumerate("xyz")]
+
+
+def _kernel_rows(launches: pl.DataFrame, headline: pl.DataFrame) -> pl.DataFrame:
+    dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    rows = launches.with_columns([pl.col(c).cast(pl.Int64, strict=False) for c in dims]).join(
+        headline, on="launch_id", how="left")
+    return rows.with_columns(
+        pl.coalesce(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z"),
+                    pl.col("grid_size")).cast(pl.Int64).alias("grid_size"),
+        pl.coalesce(pl.col("block_x") * pl.col("block_y") * pl.col("block_z"),
+                    pl.col("block_size")).cast(pl.Int64).alias("block_size"),
+        pl.col("registers_per_thread").cast(pl.Int64),
+        pl.col("shared_mem_bytes").round().cast(pl.Int64),
+        pl.col("metric_count").fill_null(0).cast(pl.Int64),
+    )
+
+
+def _rule_rows(rules: pl.DataFrame) -> pl.DataFrame:
+    speedup = pl.col("speedup_text").str.replace_all(",", "").cast(pl.Float64, strict=False)
+    return rules.with_columns(speedup.alias("speedup_pct"),
+                              pl.when(pl.col("rule_type") != "").then(pl.col("rule_type")).alias("rule_type"),
+                              pl.when(pl.col("speedup_type") != "").then(pl.col("speedup_type"))
+                              .alias("speedup_type")).drop("speedup_text")

@@ -1,0 +1,78 @@
+"""Table definitions from schema.sql, as Arrow schemas, and the check every written table passes."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+
+from kwarehouse.errors import KwhError
+
+PARTITION_COLUMNS = ("model", "gpu")
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    arrow: pa.Schema            # every column, partition columns included, in schema.sql order
+    not_null: frozenset[str]
+    sql_types: tuple[tuple[str, str], ...]  # (column, DuckDB type) in order, for typed empty views
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """Columns stored inside the Parquet files: the partition columns live in directory names."""
+        return pa.schema([f for f in self.arrow if f.name not in PARTITION_COLUMNS])
+
+    @property
+    def partitioned(self) -> bool:
+        return all(c in self.arrow.names for c in PARTITION_COLUMNS)
+
+
+def schema_sql() -> str:
+    return resources.files("kwarehouse").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+@functools.cache
+def tables() -> dict[str, TableSchema]:
+    """Every table of schema.sql, by name, typed by DuckDB itself so the DDL is the only definition."""
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    result = {}
+    names = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall()]
+    order = {n: i for i, n in enumerate(("runs", "kernels", "metrics", "rules"))}
+    for name in sorted(names, key=lambda n: order.get(n, 99)):
+        arrow = con.sql(f'SELECT * FROM "{name}" LIMIT 0').to_arrow_table().schema
+        not_null = frozenset(r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = ? AND is_nullable = 'NO'", [name]).fetchall())
+        sql_types = tuple(con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = ? ORDER BY ordinal_position", [name]).fetchall())
+        result[name] = TableSchema(name, arrow.remove_metadata(), not_null, sql_types)
+    con.close()
+    return result
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return `table` with exactly the schema.sql columns and types of `name`, or raise.
+
+    Extra or missing columns are a bug in kwh, not in the input, so the message says so."""
+    spec = tables()[name]
+    missing = [c for c in spec.arrow.names if c not in table.column_names]
+    extra = [c for c in table.column_names if c not in spec.arrow.names]
+    if missing or extra:
+        raise KwhError(f"internal: table {name} does not match warehouse/schema.sql "
+                       f"(missing {missing}, unexpected {extra}); please report this")
+    table = table.select(spec.arrow.names)
+    try:
+        table = table.cast(spec.arrow)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise KwhError(f"internal: table {name} has a column of the wrong type: {exc}") from exc
+    for column in spec.not_null:
+        if table.column(column).null_count:
+            raise KwhError(f"internal: table {name} has NULLs in NOT NULL column {column}")
+    return table

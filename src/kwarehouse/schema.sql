@@ -1,0 +1,100 @@
+-- kwarehouse table definitions: the one source of truth for every Parquet table kwh writes.
+-- The code loads this file into DuckDB, reads the column types back and checks every table it writes
+-- against them (kwarehouse/schema.py). Partition columns (model, gpu) are listed here too but live in
+-- the hive directory names (model=.../gpu=...), not inside the Parquet files.
+-- Units: every numeric metric is stored in base units (bytes, ns, Hz, %); column names carry the unit.
+
+-- One profiling session (one ncu report, whichever pages of it were exported).
+CREATE TABLE runs (
+    run_id              VARCHAR NOT NULL,   -- stable hash of the session's launches, folder and manifest
+    model               VARCHAR NOT NULL,   -- partition: manifest "model", --model, or the folder name
+    gpu                 VARCHAR NOT NULL,   -- partition: device name as the tool reported it
+    family              VARCHAR,
+    task                VARCHAR,
+    dtype               VARCHAR,
+    batch               BIGINT,
+    seq_len             BIGINT,
+    compute_capability  VARCHAR,            -- "9.0"
+    sm_count            BIGINT,
+    tool                VARCHAR NOT NULL,   -- "ncu"
+    tool_version        VARCHAR,            -- "2025.3.1.0" from ncu_version.txt when present
+    framework_versions  VARCHAR,            -- JSON object: torch, cuda, transformers, python ... from the manifest
+    run_date            DATE,               -- manifest "date" when present
+    tags                MAP(VARCHAR, VARCHAR), -- --tag key=value and unrecognised manifest keys
+    manifest_json       VARCHAR,            -- the manifest exactly as read (NULL without one)
+    source_dir          VARCHAR NOT NULL,   -- folder the exports were read from
+    source_files        VARCHAR[] NOT NULL, -- every export file that contributed, sorted
+    source_sha256       VARCHAR[] NOT NULL, -- their sha256, same order
+    kernel_count        BIGINT NOT NULL,
+    ingested_at         TIMESTAMP NOT NULL  -- UTC
+);
+
+-- One row per profiled kernel launch, with the headline metrics as typed columns.
+CREATE TABLE kernels (
+    run_id                     VARCHAR NOT NULL,
+    launch_id                  BIGINT NOT NULL,  -- ncu "ID": 0-based order of profiled launches
+    model                      VARCHAR NOT NULL, -- partition
+    gpu                        VARCHAR NOT NULL, -- partition
+    kernel_name                VARCHAR NOT NULL, -- as exported (demangled form when any export had it)
+    kernel_mangled             VARCHAR,          -- from a --print-kernel-base mangled export when present
+    process_id                 BIGINT,
+    process_name               VARCHAR,
+    host_name                  VARCHAR,
+    context_id                 BIGINT,
+    stream_id                  BIGINT,
+    device_id                  BIGINT,
+    compute_capability         VARCHAR,
+    grid_x                     BIGINT,
+    grid_y                     BIGINT,
+    grid_z                     BIGINT,
+    block_x                    BIGINT,
+    block_y                    BIGINT,
+    block_z                    BIGINT,
+    grid_size                  BIGINT,           -- blocks in the grid (x*y*z, or launch__grid_size)
+    block_size                 BIGINT,           -- threads per block
+    registers_per_thread       BIGINT,
+    shared_mem_bytes           BIGINT,           -- static + dynamic shared memory per block
+    duration_ns                DOUBLE,
+    elapsed_cycles             DOUBLE,
+    sm_pct                     DOUBLE,           -- Compute (SM) throughput, % of peak
+    dram_pct                   DOUBLE,           -- DRAM throughput, % of peak
+    mem_pct                    DOUBLE,           -- memory (max of L1/L2/DRAM) throughput, % of peak
+    l1_hit_pct                 DOUBLE,
+    l2_hit_pct                 DOUBLE,
+    achieved_occupancy_pct     DOUBLE,
+    theoretical_occupancy_pct  DOUBLE,
+    tensor_pipe_pct            DOUBLE,           -- tensor pipe active, % of peak (active cycles)
+    dram_bytes                 DOUBLE,           -- DRAM bytes read + written
+    nvtx_push_pop              VARCHAR,          -- NVTX push/pop stack as exported (ncu --nvtx)
+    nvtx_start_end             VARCHAR,          -- NVTX start/end ranges as exported
+    metric_count               BIGINT NOT NULL   -- rows in metrics for this launch
+);
+
+-- Every metric of every launch, long form. value is in base units; value_text keeps non-numeric cells.
+CREATE TABLE metrics (
+    run_id      VARCHAR NOT NULL,
+    launch_id   BIGINT NOT NULL,
+    model       VARCHAR NOT NULL,  -- partition
+    gpu         VARCHAR NOT NULL,  -- partition
+    section     VARCHAR,           -- details-page section ("GPU Speed Of Light Throughput"); NULL from raw
+    metric      VARCHAR NOT NULL,  -- ncu metric name (details labels mapped back to names where known)
+    label       VARCHAR,           -- details-page display name ("DRAM Throughput") when it had one
+    unit        VARCHAR,           -- base unit of value ("byte", "ns", "hz", "%")
+    value       DOUBLE,            -- numeric value converted to base units; NULL when not numeric
+    value_text  VARCHAR,           -- the cell as exported when it is not a number ("n/a", "PolicySpread")
+    source_page VARCHAR NOT NULL   -- "raw" or "details": the page the kept value came from
+);
+
+-- ncu rule results (details page): the guidance ncu printed for each launch.
+CREATE TABLE rules (
+    run_id            VARCHAR NOT NULL,
+    launch_id         BIGINT NOT NULL,
+    model             VARCHAR NOT NULL, -- partition
+    gpu               VARCHAR NOT NULL, -- partition
+    section           VARCHAR,          -- section identifier ("SpeedOfLight")
+    rule_name         VARCHAR NOT NULL, -- "SOLBottleneck"
+    rule_type         VARCHAR,          -- OPT, WRN, INF, ERR
+    description       VARCHAR,
+    speedup_type      VARCHAR,          -- "local" / "global"
+    speedup_pct       DOUBLE            -- ncu's estimated speedup, %
+);

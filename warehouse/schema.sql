@@ -1,0 +1,1 @@
+../src/kwarehouse/schema.sql
