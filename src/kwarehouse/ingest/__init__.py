@@ -34,6 +34,8 @@ def sniff(path: Path) -> Reader | None:
 
 def read(path: Path, format: str | None = None) -> ReadResult:
     """Read one export with the named reader, or the one its content matches."""
+    if path.stat().st_size == 0:
+        raise InputError(path, "file is empty; expected a profiler export such as ncu --csv --page raw")
     reader = reader_named(format) if format else sniff(path)
     if reader is None:
         raise InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +

@@ -100,7 +100,10 @@ def read_table(path: Path) -> NcuTable:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
         bad = _locate_bad_row(body)
-        line = line_numbers[bad[0]] if bad else None
+        if bad and bad[0] >= len(lines) - 1 and "end of data" in bad[1]:
+            raise InputError(path, "file ends in the middle of a row (truncated?); re-export it with ncu --csv",
+                             line=line_numbers[-1]) from exc
+        line = line_numbers[min(bad[0], len(line_numbers) - 1)] if bad else None
         reason = bad[1] if bad else str(exc).splitlines()[0]
         raise InputError(path, f"malformed CSV row: {reason}; the file is not a clean ncu --csv export",
                          line=line) from exc

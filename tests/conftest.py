@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from kwarehouse import pipeline
+from kwarehouse.store import Warehouse
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.csv")
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Warehouse:
+    return Warehouse(tmp_path / "wh")
+
+
+@pytest.fixture
+def ingested(warehouse) -> Warehouse:
+    """A warehouse holding every good test export."""
+    sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith("ncu-")]
+    report = pipeline.ingest(sources, warehouse)
+    assert report.failed == []
+    return warehouse
+
+
+@pytest.fixture
+def golden(request):
+    """Compare rows (sorted, as CSV text) with tests/golden/NAME.csv, or rewrite it with --update-golden."""
+    def check(name: str, columns: list[str], rows: list[tuple]) -> None:
+        path = GOLDEN / f"{name}.csv"
+        text = [columns] + sorted([["" if v is None else repr(v) if isinstance(v, float) else str(v)
+                                    for v in row] for row in rows])
+        if request.config.getoption("--update-golden") or not path.exists():
+            GOLDEN.mkdir(exist_ok=True)
+            with open(path, "w", newline="", encoding="utf-8") as handle:
+                csv.writer(handle, lineterminator="\n").writerows(text)
+            if not request.config.getoption("--update-golden"):
+                pytest.fail(f"{path} did not exist; written now, check it and commit it")
+        with open(path, newline="", encoding="utf-8") as handle:
+            expected = list(csv.reader(handle))
+        assert text == expected, f"{name} differs from {path}; run pytest --update-golden if intended"
+    return check
