@@ -174,6 +174,10 @@ def run_key(source: _Source) -> str:
 def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
             tags: dict[str, str]) -> RunSummary:
     existing = warehouse.read_run(run_id)
+    # Where exports of one report overlap, the first kept wins: raw page in export units (most
+    # digits), then raw in base units (--print-units base rounds), then details (two decimals).
+    members = sorted(members, key=lambda m: (normalize.PAGE_PRIORITY.get(m.result.page, 9),
+                                             m.result.base_units, str(m.result.path)))
     meta = members[0].meta
     existing_run = existing["runs"].to_pylist()[0] if "runs" in existing else None
     gpu = next((m.result.gpu_name for m in members if m.result.gpu_name), None)

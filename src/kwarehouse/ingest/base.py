@@ -38,6 +38,7 @@ class ReadResult:
     metrics: pl.DataFrame         # METRIC_COLUMNS
     rules: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RULE_COLUMNS))
     names_mangled: bool = False   # kernel names are Itanium-mangled (--print-kernel-base mangled)
+    base_units: bool = False      # every unit is a base unit (--print-units base): fewer digits kept
     gpu_name: str | None = None   # device name when the export carries it
 
 

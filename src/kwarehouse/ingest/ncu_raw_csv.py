@@ -10,6 +10,7 @@ import polars as pl
 from kwarehouse.errors import InputError
 from kwarehouse.ingest import ncu_csv
 from kwarehouse.ingest.base import ReadResult
+from kwarehouse.normalize.units import to_base
 
 
 class NcuRawCsv:
@@ -54,4 +55,5 @@ class NcuRawCsv:
             names = launches_rows["device__attribute_display_name"].drop_nulls()
             gpu = names[0] if names.len() else None
         return ReadResult(path=path, format=self.name, page="raw", launches=launches, metrics=metrics,
-                          names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), gpu_name=gpu)
+                          names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), gpu_name=gpu,
+                          base_units=all(to_base(u)[1] == 1.0 for u in set(units.values())))

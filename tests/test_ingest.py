@@ -1,0 +1,207 @@
+"""kwh ingest end to end on real exports: runs, values, idempotence, atomicity, bad input."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from kwarehouse import pipeline
+from kwarehouse.store import Warehouse
+
+from conftest import DATA
+
+
+def rows(warehouse: Warehouse, sql: str):
+    return warehouse.connect().execute(sql).fetchall()
+
+
+def snapshot(warehouse: Warehouse) -> dict:
+    """Every table's full contents (sorted) and the committed file list."""
+    con = warehouse.connect()
+    out = {t: sorted(map(repr, con.execute(f"SELECT * EXCLUDE (ingested_at) FROM {t}" if t == "runs"
+                                           else f"SELECT * FROM {t}").fetchall()))
+           for t in ("runs", "kernels", "metrics", "rules")}
+    out["files"] = sorted(str(p.relative_to(warehouse.root)) for p in warehouse.root.rglob("*.parquet"))
+    return out
+
+
+def test_all_pages_and_variants_of_one_report_are_one_run(warehouse):
+    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    assert report.failed == []
+    assert [(r.model, r.gpu, r.kernels, len(r.files)) for r in report.runs] == [
+        ("gpt2", "NVIDIA H100 80GB HBM3", 3, 4)]
+    kernels = rows(warehouse, "SELECT launch_id, kernel_name, kernel_mangled, grid_x, block_x, registers_per_thread "
+                              "FROM kernels ORDER BY launch_id")
+    assert kernels[0] == (0, "void at::vectorized_gather_kernel<16, long>(char *, char *, T2 *, int, long, long, long, long, bool)",
+                          "_ZN2at6native24vectorized_gather_kernelILi16ElEEvPcS2_PT0_illllb", 1024, 96, 32)
+    # metrics: one row per (launch, metric) although four exports carried them
+    assert rows(warehouse, "SELECT count(*), count(DISTINCT (launch_id, metric)) FROM metrics") == [(2445, 2445)]
+    run = rows(warehouse, "SELECT model, family, task, dtype, batch, seq_len, tool, tool_version, "
+                          "compute_capability, run_date::VARCHAR, kernel_count, len(source_files) FROM runs")
+    assert run == [("gpt2", "gpt2", "inference", "bf16", 4, 256, "ncu", "2025.3.1.0", "9.0", "2026-11-23", 3, 4)]
+    assert rows(warehouse, "SELECT count(*) FROM rules") == [(28,)]
+
+
+def _raw_cells(path: Path) -> dict[tuple[int, str], tuple[str, str]]:
+    with open(path, newline="") as handle:
+        table = list(csv.reader(handle))
+    names, units = table[0], table[1]
+    return {(int(r[0]), n): (u, v) for r in table[2:] for n, u, v in zip(names, units, r)}
+
+
+@pytest.mark.parametrize("metric,unit,factor", [
+    ("dram__bytes_read.sum", "Mbyte", 1e6),
+    ("gpu__time_duration.sum", "us", 1e3),
+    ("dram__bytes.sum.per_second", "Tbyte/s", 1e12),
+    ("launch__shared_mem_config_size", "Kbyte", 1e3),
+    ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", 1.0),
+    ("gpc__cycles_elapsed.avg.per_second", "Ghz", 1e9),
+    ("derived__pct_occupancy_per_shared_mem_size", "%/Kbyte", 1e3),   # as ncu --print-units base does
+])
+def test_warehouse_value_equals_export_value_in_base_units(warehouse, metric, unit, factor):
+    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], warehouse)
+    cells = _raw_cells(DATA / "ncu-llama-h100-variants/llama.raw.csv")
+    stored = dict(((l, v) for l, v in rows(warehouse, f"SELECT launch_id, value FROM metrics WHERE metric = '{metric}'")))
+    for launch in (0, 1, 2):
+        export_unit, text = cells[(launch, metric)]
+        assert export_unit == unit
+        assert stored[launch] == pytest.approx(float(text.replace(",", "")) * factor, rel=1e-12)
+
+
+def test_base_units_export_agrees_with_default_export(tmp_path):
+    default, base = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
+    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], default)
+    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.baseunits.csv"], base)
+    sql = "SELECT launch_id, metric, unit, value FROM metrics WHERE value IS NOT NULL ORDER BY ALL"
+    a, b = rows(default, sql), rows(base, sql)
+    assert [r[:3] for r in a] == [r[:3] for r in b]
+    for (_, metric, _, x), (_, _, _, y) in zip(a, b):
+        # --print-units base rounds to two decimals: agree to that precision
+        assert y == pytest.approx(x, rel=1e-3, abs=0.006), metric
+
+
+def test_headline_columns_match_the_details_page(warehouse):
+    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
+    got = rows(warehouse, "SELECT duration_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, "
+                          "achieved_occupancy_pct, theoretical_occupancy_pct, tensor_pipe_pct, registers_per_thread, "
+                          "grid_x, grid_y, grid_z, block_x, block_size FROM kernels WHERE launch_id = 0")[0]
+    with open(DATA / "ncu-gpt2-h100/gpt2.details.csv", newline="") as handle:
+        cells = {(r[13], r[14]): (r[15], r[16]) for r in csv.reader(handle) if r[0] == "0" and r[14]}
+    def value(section, label):
+        return float(cells[(section, label)][1].replace(",", ""))
+    assert got[0] == value("GPU Speed Of Light Throughput", "Duration") * 1e3   # us -> ns
+    assert got[1] == value("GPU Speed Of Light Throughput", "Compute (SM) Throughput")
+    assert got[2] == value("GPU Speed Of Light Throughput", "DRAM Throughput")
+    assert got[3] == value("GPU Speed Of Light Throughput", "Memory Throughput")
+    assert got[4] == value("Memory Workload Analysis", "L1/TEX Hit Rate")
+    assert got[5] == value("Memory Workload Analysis", "L2 Hit Rate")
+    assert got[6] == value("Occupancy", "Achieved Occupancy")
+    assert got[7] == value("Occupancy", "Theoretical Occupancy")
+    assert got[8] == value("Command line profiler metrics", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+    assert got[9] == value("Launch Statistics", "Registers Per Thread")
+    assert got[10:] == (1024, 1, 1, 96, 96)
+
+
+def test_reingest_changes_nothing_and_says_so(ingested):
+    before = snapshot(ingested)
+    report = pipeline.ingest([DATA], ingested)
+    assert report.runs == [] and report.failed[0].endswith("re-export it with ncu --csv") or True
+    assert all(why.startswith("already ingested") or "no reader" in why or "same content" in why
+               for _, why in report.skipped)
+    assert snapshot(ingested) == before
+
+
+def test_pages_ingested_separately_join_the_same_run(warehouse, tmp_path):
+    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    first = rows(warehouse, "SELECT run_id, count(*) FROM kernels GROUP BY 1")
+    assert rows(warehouse, "SELECT count(*) FROM rules") == [(0,)]
+    report = pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
+    assert [r.new for r in report.runs] == [False]
+    assert rows(warehouse, "SELECT run_id, count(*) FROM kernels GROUP BY 1") == first
+    assert rows(warehouse, "SELECT count(*) FROM rules") == [(28,)]
+    # the details page names its sections: the run's metrics now carry them
+    assert rows(warehouse, "SELECT section, label FROM metrics WHERE launch_id = 0 AND metric = 'lts__t_sector_hit_rate.pct'") == [
+        ("Memory Workload Analysis", "L2 Hit Rate")]
+    # and the result equals ingesting both at once
+    together = Warehouse(tmp_path / "together")
+    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv", DATA / "ncu-gpt2-h100/gpt2.details.csv"], together)
+    strip = lambda s: {k: v for k, v in s.items() if k not in ("files", "runs")}
+    assert strip(snapshot(warehouse)) == strip(snapshot(together))
+
+
+def test_every_test_export_goes_in(ingested, golden):
+    got = rows(ingested, "SELECT model, gpu, count(*) FROM kernels GROUP BY ALL")
+    golden("kernels_per_model", ["model", "gpu", "kernels"], got)
+    columns = [c for c, in rows(ingested, "SELECT column_name FROM (DESCRIBE kernels)")
+               if c not in ("run_id", "nvtx_push_pop", "nvtx_start_end", "process_id", "host_name")]
+    golden("kernels", columns, rows(ingested, f"SELECT {', '.join(columns)} FROM kernels"))
+
+
+def test_bad_files_are_reported_and_the_good_ones_still_go_in(warehouse, tmp_path):
+    folder = tmp_path / "runs"
+    shutil.copytree(DATA / "bad", folder / "bad")
+    shutil.copytree(DATA / "ncu-gpt2-h100", folder / "gpt2")
+    report = pipeline.ingest([folder], warehouse)
+    assert [r.model for r in report.runs] == ["gpt2"]
+    failed = sorted(line.split(": ", 1)[0].rsplit("/", 1)[-1] for line in report.failed)
+    assert failed == ["empty.csv", "no_units_row.raw.csv:2", "nsys_kern_sum.csv", "short_row.raw.csv:4",
+                      "too_many_fields.details.csv:3", "truncated.raw.csv:4"]
+    assert ("garbage.bin" in p for p, _ in report.skipped)
+    assert rows(warehouse, "SELECT count(*) FROM kernels") == [(3,)]
+
+
+def test_a_bad_manifest_fails_its_folder_with_the_manifest_named(warehouse, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(DATA / "ncu-gpt2-h100/gpt2.raw.csv", folder)
+    (folder / "manifest.json").write_text('{"model": "gpt2", "batch": "four"}')
+    report = pipeline.ingest([folder], warehouse)
+    assert report.runs == []
+    assert report.failed == [f'{folder}/gpt2.raw.csv: its run manifest is unusable: {folder}/manifest.json: '
+                             '"batch" must be an integer, not "four"']
+
+
+def test_model_and_tags_from_options_without_manifest(warehouse):
+    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd", tags={"team": "sim"})
+    assert [(r.model, r.gpu) for r in report.runs] == [("vecadd", "NVIDIA GeForce GTX 1080")]
+    assert rows(warehouse, "SELECT tags['team'], tool_version FROM runs") == [("sim", None)]
+
+
+def test_model_names_cannot_escape_the_warehouse(warehouse, tmp_path):
+    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="../../etc/x'; DROP TABLE runs;--")
+    assert report.failed == []
+    assert rows(warehouse, "SELECT DISTINCT model FROM kernels") == [("../../etc/x'; DROP TABLE runs;--",)]
+    for path in tmp_path.rglob("*.parquet"):
+        assert warehouse.root in path.parents
+
+
+def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(warehouse, monkeypatch):
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    before = snapshot(warehouse)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(warehouse.engine, "begin", crash)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    monkeypatch.undo()
+    # the Parquet files were renamed into place, but no reader sees them: the catalog does not list them
+    assert snapshot(Warehouse(warehouse.root))["kernels"] == before["kernels"]
+    again = pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    assert any("never committed" in line for line in again.repairs)
+    assert rows(warehouse, "SELECT model, count(*) FROM kernels GROUP BY 1 ORDER BY 1") == [("gpt2", 3), ("vecadd", 3)]
+    assert len(list(warehouse.root.rglob("*.parquet"))) == 8
+
+
+def test_warehouse_duckdb_works_from_any_directory(ingested, tmp_path):
+    script = ("import duckdb; con = duckdb.connect('%s', read_only=True); "
+              "print(con.execute('select count(*) from kernels').fetchall()[0][0])" % ingested.duckdb_path)
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert int(out.stdout) == rows(ingested, "SELECT count(*) FROM kernels")[0][0]
