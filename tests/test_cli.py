@@ -1,0 +1,84 @@
+"""The CLI through click's CliRunner: exact output lines and error text."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from kwarehouse.cli import main
+
+from conftest import DATA
+
+
+@pytest.fixture
+def run(tmp_path):
+    runner = CliRunner()
+    def invoke(*args, input=None):
+        return runner.invoke(main, ["--warehouse", str(tmp_path / "wh"), *args], input=input)
+    return invoke
+
+
+def test_ingest_then_query_then_reingest(run):
+    result = run("ingest", str(DATA / "ncu-gpt2-h100"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("new run ") and lines[0].endswith(": gpt2 on NVIDIA H100 80GB HBM3, 3 kernels from 4 file(s)")
+    assert lines[-1] == "ingested 1 run(s), 3 kernels; 0 already ingested, 0 other file(s) ignored, 0 failed"
+    result = run("sql", "--csv", "select model, count(*) as n from kernels group by 1")
+    assert result.output == "model,n\ngpt2,3\n"
+    result = run("sql", "--json", "select model, count(*) as n from kernels group by 1")
+    assert json.loads(result.output) == [{"model": "gpt2", "n": 3}]
+    again = run("ingest", str(DATA / "ncu-gpt2-h100"))
+    assert again.exit_code == 0
+    assert sum("already ingested (run " in line for line in again.output.splitlines()) == 4
+    assert again.output.splitlines()[-1] == "ingested 0 run(s), 0 kernels; 4 already ingested, 0 other file(s) ignored, 0 failed"
+
+
+def test_failed_files_set_the_exit_status_and_others_go_in(run, tmp_path):
+    folder = tmp_path / "runs"
+    shutil.copytree(DATA / "ncu-gpt2-h100", folder / "gpt2")
+    shutil.copy(DATA / "bad/truncated.raw.csv", folder)
+    result = run("ingest", str(folder))
+    assert result.exit_code == 1
+    assert f"Error: {folder}/truncated.raw.csv:4: file ends in the middle of a row (truncated?); re-export it with ncu --csv" in result.output
+    assert run("sql", "--csv", "select count(*) as n from kernels").output == "n\n3\n"
+
+
+def test_table_output_and_sql_errors(run):
+    run("ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd", "--tag", "team=sim")
+    table = run("sql", "select model, round(sum(duration_ns)) as ns from kernels group by 1")
+    assert table.output.splitlines() == ["model      ns", "------  -----", "vecadd  8,160", "(1 row)"]
+    bad = run("sql", "select nope from kernels")
+    assert bad.exit_code == 1
+    assert bad.output.startswith('Error: Binder Error: Referenced column "nope" not found')
+
+
+def test_interactive_prompt(run):
+    run("ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd")
+    result = run("sql", input="select count(*) as n\nfrom kernels;\n.quit\n")
+    assert result.exit_code == 0
+    assert "n\n-\n3\n(1 row)" in result.output
+
+
+def test_bad_tag_and_unknown_format(run):
+    assert "'x' is not key=value" in run("ingest", str(DATA), "--tag", "x").output
+    result = run("ingest", str(DATA / "ncu-gtx1080-raw"), "--format", "ncu-raww")
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: unknown format 'ncu-raww'; known formats: ncu-raw-csv, ncu-details-csv"
+
+
+def test_summary(run):
+    assert run("summary").output.startswith("Error: ")
+    run("ingest", str(DATA / "ncu-gpt2-h100"))
+    output = run("summary").output
+    assert "Kernels per model" in output and "Top 10 kernels by GPU time" in output
+    assert "gpt2   NVIDIA H100 80GB HBM3     1        3" in output
+
+
+def test_every_command_has_help_with_an_example(run):
+    for name in main.commands:
+        result = run(name, "--help")
+        assert result.exit_code == 0 and "Example:" in result.output, name
