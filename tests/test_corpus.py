@@ -1,0 +1,30 @@
+"""The issue's acceptance check on the untrimmed corpus, when ../shared/corpus is beside the clone
+(CI has it; a lone fresh clone skips this, the trimmed copies in tests/data cover the same formats)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from kwarehouse import pipeline
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
+EXPECTED = {"gpt2": 110, "gpt2_train": 110, "llama": 110, "resnet18": 110, "custom_cupy": 4, "compiled_mlp": 11}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
+def test_whole_corpus_one_run_per_report(tmp_path, warehouse):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for tarball in sorted(CORPUS.glob("*.tar.xz")):
+        subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
+    report = pipeline.ingest([runs], warehouse)
+    assert report.failed == []
+    con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    assert dict(con.execute("select model, count(*) from kernels group by 1").fetchall()) == EXPECTED
+    assert dict(con.execute("select model, count(*) from runs group by 1").fetchall()) == {m: 1 for m in EXPECTED}
+    # every launch of the mangled exports got its demangled name from the default export of the report
+    assert con.execute("select count(*) from kernels where kernel_name like '\\_Z%' escape '\\'").fetchall() == [(0,)]
