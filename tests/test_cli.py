@@ -70,8 +70,16 @@ def test_bad_tag_and_unknown_format(run):
     assert result.output.strip() == "Error: unknown format 'ncu-raww'; known formats: ncu-raw-csv, ncu-details-csv"
 
 
+def test_reading_commands_never_create_a_warehouse(run, tmp_path):
+    for args in (["summary"], ["sql", "select 1"]):
+        result = run(*args)
+        assert result.exit_code == 1
+        assert result.output == (f"Error: {tmp_path / 'wh'}: no warehouse here yet; run kwh ingest first "
+                                 "(or pass --warehouse / set KWH_WAREHOUSE)\n")
+    assert not (tmp_path / "wh").exists()
+
+
 def test_summary(run):
-    assert run("summary").output.startswith("Error: ")
     run("ingest", str(DATA / "ncu-gpt2-h100"))
     output = run("summary").output
     assert "Kernels per model" in output and "Top 10 kernels by GPU time" in output

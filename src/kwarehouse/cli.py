@@ -119,6 +119,13 @@ def format_table(columns, rows) -> str:
     return "\n".join(out) + f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
 
 
+def _require_warehouse(warehouse: Warehouse) -> None:
+    """Reading commands never create a warehouse: a mistyped --warehouse should say so."""
+    if not warehouse.exists:
+        raise KwhError(f"{warehouse.root}: no warehouse here yet; run kwh ingest first "
+                       "(or pass --warehouse / set KWH_WAREHOUSE)")
+
+
 def _run_sql(con, query: str):
     import duckdb
     try:
@@ -143,6 +150,7 @@ def sql(warehouse: Warehouse, query, fmt):
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
       kwh sql --csv "SELECT * FROM kernels WHERE model = 'gpt2'" > gpt2.csv
     """
+    _require_warehouse(warehouse)
     con = warehouse.connect()
     if query:
         _print_rows(*_run_sql(con, query), fmt or "table")
@@ -176,8 +184,7 @@ def summary(warehouse: Warehouse, top):
     Example:
       kwh summary --top 20
     """
-    if not warehouse.exists:
-        raise KwhError(f"{warehouse.root}: no warehouse here yet; run kwh ingest first")
+    _require_warehouse(warehouse)
     (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
     click.echo(f"\nTop {top} kernels by GPU time (time-weighted SM % and DRAM %)\n" + format_table(top_cols, top_rows))
