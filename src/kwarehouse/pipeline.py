@@ -134,13 +134,11 @@ def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehou
     if not explicit and (path.name.startswith("manifest") and path.suffix == ".json"
                          or path.suffix in SIDECAR_SUFFIXES):
         return None
-    if path.stat().st_size == 0:
-        raise InputError(path, "file is empty; expected a profiler export such as ncu --csv --page raw")
+    readers.reject_empty(path)
     reader = readers.reader_named(format) if format else readers.sniff(path)
     if reader is None:
         if explicit or path.suffix.lower() in EXPORT_SUFFIXES:
-            raise InputError(path, "not a recognised export (known formats: " + ", ".join(readers.READERS)
-                             + "); was it written by ncu --csv? Pass --format to force a reader")
+            raise readers.unrecognised(path)
         report.skipped.append((str(path), "no reader for this kind of file"))
         return None
     sha = sha256_of(path)

@@ -32,14 +32,22 @@ def sniff(path: Path) -> Reader | None:
     return None
 
 
-def read(path: Path, format: str | None = None) -> ReadResult:
-    """Read one export with the named reader, or the one its content matches."""
+def reject_empty(path: Path) -> None:
     if path.stat().st_size == 0:
         raise InputError(path, "file is empty; expected a profiler export such as ncu --csv --page raw")
+
+
+def unrecognised(path: Path) -> InputError:
+    return InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +
+                      "); was it written by ncu --csv? Pass --format to force a reader")
+
+
+def read(path: Path, format: str | None = None) -> ReadResult:
+    """Read one export with the named reader, or the one its content matches."""
+    reject_empty(path)
     reader = reader_named(format) if format else sniff(path)
     if reader is None:
-        raise InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +
-                         "); pass --format to force one")
+        raise unrecognised(path)
     return reader.read(path)
 
 

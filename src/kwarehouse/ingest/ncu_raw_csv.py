@@ -36,8 +36,7 @@ class NcuRawCsv:
         ncu_csv.reject_short_rows(path, table, launches_rows, frame.columns[-1], "_row")
         metric_names = [c for c in frame.columns if c != "_row" and ncu_csv.is_metric_column(c)]
         launches = ncu_csv.launch_frame(launches_rows)
-        bad_ids = launches.filter(pl.col("launch_id").is_null())
-        if bad_ids.height:
+        if launches["launch_id"].null_count():
             index = launches["launch_id"].is_null().arg_true()[0]
             raise InputError(path, 'kernel row without a numeric "ID"', line=table.row_lines[index + 1])
         units = {name: units_row[name][0] or "" for name in metric_names}
