@@ -17,6 +17,7 @@ from kwarehouse import ingest as readers
 from kwarehouse import normalize, schema
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest.base import ReadResult
+from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, read_metadata
 from kwarehouse.store import IngestedFile, Warehouse
 
@@ -27,6 +28,8 @@ EXPORT_SUFFIXES = (".csv",)
 # The launch fields that identify a profiled launch in every page of one report.
 LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_id", "stream_id"]
 HASH_CHUNK = 1 << 20
+# Which spelling of a kernel's name a run keeps when its exports disagree (lowest first).
+NAME_PRINTED, NAME_DEMANGLED_BY_KWH, NAME_MANGLED = 0, 1, 2
 
 
 @dataclass
@@ -190,7 +193,7 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
         metric_frames.insert(0, pl.from_arrow(existing["metrics"]).drop("run_id", "model", "gpu"))
     metrics = normalize.merge_metrics(metric_frames)
     launches = _merge_launches(members, existing.get("kernels"))
-    kernels = _kernel_rows(launches, normalize.headline_columns(metrics))
+    kernels = kernel_rows(launches, metrics, normalize.KernelRules.load(warehouse.rules_dir))
     rules = pl.concat([_rule_rows(m.result.rules) for m in members]
                       + ([pl.from_arrow(existing["rules"]).drop("run_id", "model", "gpu")]
                          if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
@@ -232,15 +235,19 @@ def _tag(frame: pl.DataFrame, run_id: str, model: str, gpu: str) -> pa.Table:
 
 
 def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.DataFrame:
-    """One row per launch from every export of the run: the first non-null value of each field;
-    kernel_name prefers a demangled spelling, kernel_mangled keeps the mangled one."""
+    """One row per launch from every export of the run: the first non-null value of each field.
+    kernel_name prefers the spelling a tool printed, then one kwh demangled, then a mangled one;
+    kernel_mangled keeps the mangled one."""
     frames = []
     if existing is not None:
         old = pl.from_arrow(existing)
+        derived = pl.col("kernel_mangled").is_not_null() & (pl.col("kernel_name") == pl.col("kernel_mangled")
+            .map_elements(identity.demangle, return_dtype=pl.String))
         frames.append(old.select(
             "launch_id", "kernel_name", "process_id", "process_name", "host_name", "context_id",
             "stream_id", "device_id", "compute_capability", "nvtx_push_pop", "nvtx_start_end",
-            *[pl.col(c).cast(pl.String) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]))
+            *[pl.col(c).cast(pl.String) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")],
+            pl.when(derived).then(NAME_DEMANGLED_BY_KWH).otherwise(NAME_PRINTED).alias("_rank")))
         frames.append(old.filter(pl.col("kernel_mangled").is_not_null())
                       .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
     for member in members:
@@ -249,11 +256,15 @@ def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.Dat
             *_dims("grid", launches["grid_dims"]), *_dims("block", launches["block_dims"])))
     allrows = pl.concat(frames, how="diagonal_relaxed").with_columns(
         pl.col("kernel_name").str.starts_with("_Z").fill_null(False).alias("_mangled"))
-    names = (allrows.filter(pl.col("kernel_name").is_not_null()).sort("_mangled", maintain_order=True)
+    if "_rank" not in allrows.columns:
+        allrows = allrows.with_columns(pl.lit(None, dtype=pl.Int32).alias("_rank"))
+    allrows = allrows.with_columns(pl.when(pl.col("_mangled")).then(NAME_MANGLED)
+                                   .otherwise(pl.col("_rank").fill_null(NAME_PRINTED)).alias("_rank"))
+    names = (allrows.filter(pl.col("kernel_name").is_not_null()).sort("_rank", maintain_order=True)
              .group_by("launch_id", maintain_order=True)
              .agg(pl.col("kernel_name").first(),
                   pl.col("kernel_name").filter(pl.col("_mangled")).first().alias("kernel_mangled")))
-    others = allrows.drop("kernel_name", "_mangled").group_by("launch_id", maintain_order=True).agg(
+    others = allrows.drop("kernel_name", "_mangled", "_rank").group_by("launch_id", maintain_order=True).agg(
         pl.all().drop_nulls().first())
     return names.join(others, on="launch_id", how="left").sort("launch_id")
 
@@ -264,11 +275,15 @@ def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:
     return [parts.struct.field(str(i + 1)).alias(f"{prefix}_{axis}") for i, axis in enumerate("xyz")]
 
 
-def _kernel_rows(launches: pl.DataFrame, headline: pl.DataFrame) -> pl.DataFrame:
+def kernel_rows(launches: pl.DataFrame, metrics: pl.DataFrame, rules: normalize.KernelRules) -> pl.DataFrame:
+    """The kernels table of one run: launch fields, headline metric columns, identity, context,
+    classification and derived roofline columns."""
     dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-    rows = launches.with_columns([pl.col(c).cast(pl.Int64, strict=False) for c in dims]).join(
-        headline, on="launch_id", how="left")
-    return rows.with_columns(
+    rows = (launches.with_columns([pl.col(c).cast(pl.Int64, strict=False) for c in dims])
+            .join(normalize.headline_columns(metrics), on="launch_id", how="left")
+            .join(normalize.compute_capability_from_attributes(metrics), on="launch_id", how="left")
+            .with_columns(pl.coalesce("compute_capability", "_cc").alias("compute_capability")).drop("_cc"))
+    rows = rows.with_columns(
         pl.coalesce(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z"),
                     pl.col("grid_size")).cast(pl.Int64).alias("grid_size"),
         pl.coalesce(pl.col("block_x") * pl.col("block_y") * pl.col("block_z"),
@@ -277,6 +292,7 @@ def _kernel_rows(launches: pl.DataFrame, headline: pl.DataFrame) -> pl.DataFrame
         pl.col("shared_mem_bytes").round().cast(pl.Int64),
         pl.col("metric_count").fill_null(0).cast(pl.Int64),
     )
+    return normalize.normalize_kernels(rows, metrics, rules)
 
 
 def _rule_rows(rules: pl.DataFrame) -> pl.DataFrame:

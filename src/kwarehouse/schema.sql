@@ -35,8 +35,19 @@ CREATE TABLE kernels (
     launch_id                  BIGINT NOT NULL,  -- ncu "ID": 0-based order of profiled launches
     model                      VARCHAR NOT NULL, -- partition
     gpu                        VARCHAR NOT NULL, -- partition
-    kernel_name                VARCHAR NOT NULL, -- as exported (demangled form when any export had it)
-    kernel_mangled             VARCHAR,          -- from a --print-kernel-base mangled export when present
+    kernel_name                VARCHAR NOT NULL, -- demangled: as the tool printed it, or demangled by kwh
+    kernel_mangled             VARCHAR,          -- Itanium-mangled name, from a --print-kernel-base mangled export
+    kernel_base                VARCHAR NOT NULL, -- qualified function name: at::native::vectorized_elementwise_kernel
+    kernel_signature           VARCHAR NOT NULL, -- canonical form, same whichever tool named the kernel
+    kernel_id                  VARCHAR NOT NULL, -- 16 hex digits of sha256(kernel_signature)
+    library                    VARCHAR NOT NULL, -- cuBLAS, cuDNN, CUTLASS, Triton, PyTorch ATen, ... or unknown
+    op_class                   VARCHAR NOT NULL, -- gemm, conv, attention, elementwise, ... or unknown
+    framework_op               VARCHAR,          -- innermost framework op from NVTX: aten::addmm
+    framework_op_id            BIGINT,           -- its op_id (PyTorch emit_nvtx)
+    framework_seq              BIGINT,           -- autograd sequence number of the nearest op that has one
+    op_shapes                  VARCHAR,          -- the framework op's input shapes: [[4, 256, 768], [768, 2304]]
+    nvtx_path                  VARCHAR,          -- NVTX stack, outermost first: gpt2.iteration > aten::linear > aten::addmm
+    nvtx_range                 VARCHAR,          -- innermost NVTX range that is not a framework op
     process_id                 BIGINT,
     process_name               VARCHAR,
     host_name                  VARCHAR,
@@ -65,6 +76,15 @@ CREATE TABLE kernels (
     theoretical_occupancy_pct  DOUBLE,
     tensor_pipe_pct            DOUBLE,           -- tensor pipe active, % of peak (active cycles)
     dram_bytes                 DOUBLE,           -- DRAM bytes read + written
+    flops_fp16                 DOUBLE,           -- CUDA-core FLOPs (add + mul + 2 fma), from ncu's roofline counters
+    flops_fp32                 DOUBLE,
+    flops_fp64                 DOUBLE,
+    flops                      DOUBLE,           -- their sum
+    achieved_flops_per_s       DOUBLE,           -- flops / duration
+    arithmetic_intensity       DOUBLE,           -- flops per DRAM byte
+    peak_fp32_flops_per_s      DOUBLE,           -- the device's peak (ncu roofline peaks, else device attributes)
+    peak_fp64_flops_per_s      DOUBLE,
+    peak_dram_bytes_per_s      DOUBLE,           -- the device's peak DRAM bandwidth
     nvtx_push_pop              VARCHAR,          -- NVTX push/pop stack as exported (ncu --nvtx)
     nvtx_start_end             VARCHAR,          -- NVTX start/end ranges as exported
     metric_count               BIGINT NOT NULL   -- rows in metrics for this launch
@@ -77,7 +97,8 @@ CREATE TABLE metrics (
     model       VARCHAR NOT NULL,  -- partition
     gpu         VARCHAR NOT NULL,  -- partition
     section     VARCHAR,           -- details-page section ("GPU Speed Of Light Throughput"); NULL from raw
-    metric      VARCHAR NOT NULL,  -- ncu metric name (details labels mapped back to names where known)
+    metric      VARCHAR NOT NULL,  -- canonical metric name (normalize/metric_catalog.csv), whatever ncu version
+    source_metric VARCHAR NOT NULL, -- the name as exported (details labels mapped back to names where known)
     label       VARCHAR,           -- details-page display name ("DRAM Throughput") when it had one
     unit        VARCHAR,           -- base unit of value ("byte", "ns", "hz", "%")
     value       DOUBLE,            -- numeric value converted to base units; NULL when not numeric

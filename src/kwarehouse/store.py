@@ -94,6 +94,11 @@ class Warehouse:
 
     # -- catalog ---------------------------------------------------------------------------------
     @property
+    def rules_dir(self) -> Path:
+        """The warehouse's own classification rules (library_rules.csv, op_class_rules.csv)."""
+        return self.root / "rules"
+
+    @property
     def exists(self) -> bool:
         return (self.root / "catalog.sqlite").exists()
 

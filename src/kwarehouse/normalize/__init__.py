@@ -1,9 +1,13 @@
-"""Normalize what the readers return into warehouse rows: a tuple of named pure steps.
+"""Normalize what the readers return into warehouse rows: tuples of named pure steps.
 
-Two kinds of steps, each a small pure function over polars frames:
-  SOURCE_STEPS run on the metric rows of one export file (labels to metric names, base units);
-  RUN_STEPS run on one run's merged frames (headline kernel columns from the long metrics).
-Rules that are data (label map, units, headline candidates) live in files next to this module.
+Each step is a small pure function over polars frames:
+  SOURCE_STEPS run on the metric rows of one export file: details labels to metric names, values to
+    base units, every metric name to its canonical name (metric_catalog.csv);
+  KERNEL_STEPS run on one run's kernel rows: demangle, identity (identity.py), framework-op context
+    from NVTX (nvtx.py), library and op class (classify.py);
+  headline_columns and derived.derived_columns turn the long metrics into typed kernel columns.
+Rules that are data (label map, units, metric catalog, identity and classification rules) live in
+files next to this module; `kwh renormalize` re-applies all of it to runs already in a warehouse.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from __future__ import annotations
 import csv
 import functools
 import tomllib
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import polars as pl
 
-from kwarehouse.normalize import units
+from kwarehouse.normalize import classify, derived, identity, nvtx, units
 
 # A numeric ncu cell: optional sign, digits with optional thousands separators ("1,123"),
 # optional decimals and exponent. Anything else ("n/a", "no data", "(96, 1, 1)") stays text.
@@ -73,15 +79,49 @@ def to_base_units(metrics: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-SOURCE_STEPS = (map_metric_labels, to_base_units)
+@functools.cache
+def metric_catalog() -> pl.DataFrame:
+    """metric_catalog.csv: canonical metric, unit, aliases, description; one row per metric."""
+    lines = [line for line in _data("metric_catalog.csv").splitlines() if not line.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    return pl.DataFrame(rows, schema={"metric": pl.String, "unit": pl.String, "aliases": pl.String,
+                                      "description": pl.String})
+
+
+@functools.cache
+def metric_aliases() -> dict[str, str]:
+    """Every known name of a metric (canonical ones included) -> its canonical name."""
+    mapping = {}
+    for row in metric_catalog().iter_rows(named=True):
+        mapping[row["metric"]] = row["metric"]
+        for alias in filter(None, (a.strip() for a in (row["aliases"] or "").split(";"))):
+            mapping[alias] = row["metric"]
+    return mapping
+
+
+def canonical_metric_names(metrics: pl.DataFrame) -> pl.DataFrame:
+    """Rename metrics to their canonical names; the name as exported stays in source_metric.
+    Metrics the catalog does not know keep their own name."""
+    source = pl.col("source_metric") if "source_metric" in metrics.columns else pl.col("metric")
+    renamed = metrics.with_columns(source.alias("source_metric")).with_columns(
+        pl.col("source_metric").replace(metric_aliases()).alias("metric"))
+    # An export that has both names of a metric keeps both: the alias stays under its own name.
+    clash = (pl.col("metric") != pl.col("source_metric")) & (
+        pl.col("metric").is_in(pl.col("source_metric").implode()).over("launch_id"))
+    return renamed.with_columns(pl.when(clash).then(pl.col("source_metric")).otherwise(pl.col("metric"))
+                                .alias("metric"))
+
+
+SOURCE_STEPS = (map_metric_labels, to_base_units, canonical_metric_names)
+METRIC_COLUMNS = ("launch_id", "section", "metric", "source_metric", "label", "unit", "value",
+                  "value_text", "source_page")
 
 
 def normalize_source_metrics(metrics: pl.DataFrame, page: str) -> pl.DataFrame:
     """Apply SOURCE_STEPS to one export's metric rows and tag them with their page."""
     for step in SOURCE_STEPS:
         metrics = step(metrics)
-    return metrics.with_columns(pl.lit(page).alias("source_page")).select(
-        "launch_id", "section", "metric", "label", "unit", "value", "value_text", "source_page")
+    return metrics.with_columns(pl.lit(page).alias("source_page")).select(*METRIC_COLUMNS)
 
 
 def merge_metrics(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -102,17 +142,21 @@ def merge_metrics(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return (best.join(described, on=["launch_id", "metric"], how="left")
             .with_columns(pl.coalesce("_section", "section").alias("section"),
                           pl.coalesce("label", "_label").alias("label"))
-            .select("launch_id", "section", "metric", "label", "unit", "value", "value_text", "source_page")
+            .select(*METRIC_COLUMNS)
             .sort("launch_id", "metric"))
+
+
+def wide_metrics(metrics: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """One row per launch, one column per metric of `names` present (numeric values only)."""
+    wide = (metrics.filter(pl.col("metric").is_in(names) & pl.col("value").is_not_null())
+            .pivot(on="metric", index="launch_id", values="value", aggregate_function="first"))
+    return metrics.select("launch_id").unique().join(wide, on="launch_id", how="left")
 
 
 def headline_columns(metrics: pl.DataFrame) -> pl.DataFrame:
     """The kernels table's typed metric columns, one row per launch, from the long metric rows."""
     spec = headline_metrics()
-    wanted = sorted({m for candidates in spec.values() for c in candidates for m in c})
-    wide = (metrics.filter(pl.col("metric").is_in(wanted) & pl.col("value").is_not_null())
-            .pivot(on="metric", index="launch_id", values="value", aggregate_function="first"))
-    launches = metrics.select("launch_id").unique().join(wide, on="launch_id", how="left")
+    launches = wide_metrics(metrics, sorted({m for candidates in spec.values() for c in candidates for m in c}))
     exprs = []
     for column, candidates in spec.items():
         options = []
@@ -124,3 +168,96 @@ def headline_columns(metrics: pl.DataFrame) -> pl.DataFrame:
         exprs.append((pl.coalesce(options) if options else pl.lit(None, dtype=pl.Float64)).alias(column))
     counts = metrics.group_by("launch_id").len("metric_count")
     return launches.select("launch_id", *exprs).join(counts, on="launch_id", how="left")
+
+
+CC_ATTRIBUTES = ("device__attribute_compute_capability_major", "device__attribute_compute_capability_minor")
+
+
+def compute_capability_from_attributes(metrics: pl.DataFrame) -> pl.DataFrame:
+    """launch_id, "6.1" from the device attributes, for exports without a CC column (older ncu)."""
+    wide = wide_metrics(metrics, list(CC_ATTRIBUTES))
+    if not all(c in wide.columns for c in CC_ATTRIBUTES):
+        return wide.select("launch_id", pl.lit(None, dtype=pl.String).alias("_cc"))
+    major, minor = (pl.col(c).cast(pl.Int64, strict=False).cast(pl.String) for c in CC_ATTRIBUTES)
+    return wide.select("launch_id", pl.concat_str(major, pl.lit("."), minor).alias("_cc"))
+
+
+@dataclass(frozen=True)
+class KernelRules:
+    """The classification rules in force: a warehouse's own (rules/ in it) before the built-in ones."""
+    library: tuple[classify.Rule, ...]
+    op_class: tuple[classify.Rule, ...]
+
+    @classmethod
+    def load(cls, extra_dir: Path | None = None) -> KernelRules:
+        return cls(classify.load_rules("library", extra_dir), classify.load_rules("op_class", extra_dir))
+
+
+def demangle_names(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """Mangled names (--print-kernel-base mangled) become demangled ones; the mangled name is kept."""
+    mangled = pl.col("kernel_name").str.starts_with("_Z")
+    return kernels.with_columns(
+        pl.when(mangled).then(pl.col("kernel_name")).otherwise(pl.col("kernel_mangled")).alias("kernel_mangled"),
+        pl.col("kernel_name").replace_strict(
+            {n: identity.demangle(n) for n in kernels["kernel_name"].unique().to_list()},
+            return_dtype=pl.String).alias("kernel_name"))
+
+
+def kernel_identity(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """kernel_base, kernel_signature and kernel_id from the name (identity.py documents the rules).
+    The mangled name, where there is one, is the most complete spelling, so it decides."""
+    source = pl.coalesce("kernel_mangled", "kernel_name")
+    names = kernels.select(source.alias("_source")).unique()["_source"].to_list()
+    ids = {n: identity.identify(n) for n in names}
+    return kernels.with_columns(
+        source.replace_strict({n: i.kernel_base for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_base"),
+        source.replace_strict({n: i.kernel_signature for n, i in ids.items()},
+                              return_dtype=pl.String).alias("kernel_signature"),
+        source.replace_strict({n: i.kernel_id for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_id"))
+
+
+OP_CONTEXT_COLUMNS = {"framework_op": pl.String, "framework_op_id": pl.Int64, "framework_seq": pl.Int64,
+                      "op_shapes": pl.String, "nvtx_path": pl.String, "nvtx_range": pl.String}
+
+
+def framework_context(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """framework_op, its op id, autograd seq and input shapes, the NVTX path and innermost user range
+    from the NVTX push/pop stack (nvtx.py); kernels without NVTX get nulls."""
+    cells = kernels["nvtx_push_pop"].unique().to_list()
+    contexts = pl.DataFrame(
+        [{"nvtx_push_pop": c, **nvtx.op_context(c).__dict__} for c in cells],
+        schema={"nvtx_push_pop": pl.String, **OP_CONTEXT_COLUMNS})
+    return kernels.drop([c for c in OP_CONTEXT_COLUMNS if c in kernels.columns]).join(
+        contexts, on="nvtx_push_pop", how="left", nulls_equal=True)
+
+
+def _classify(kernels: pl.DataFrame, rules: tuple[classify.Rule, ...], column: str) -> pl.DataFrame:
+    fields = list(classify.FIELD_COLUMNS.values())
+    keys = kernels.select(fields).unique()
+    labels = keys.with_columns(pl.Series(column, [classify.classify(rules, row) for row in keys.iter_rows(named=True)],
+                                         dtype=pl.String))
+    return kernels.drop(column, strict=False).join(labels, on=fields, how="left", nulls_equal=True)
+
+
+def classify_library(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """library from library_rules.csv (first matching rule; `unknown` when none matches)."""
+    return _classify(kernels, rules.library, "library")
+
+
+def classify_op_class(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """op_class from op_class_rules.csv: the kernel's name and, where present, its framework op."""
+    return _classify(kernels, rules.op_class, "op_class")
+
+
+KERNEL_STEPS = (demangle_names, kernel_identity, framework_context, classify_library, classify_op_class)
+
+
+def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """KERNEL_STEPS, then the derived roofline columns (derived.py), on one run's kernel rows."""
+    if "kernel_mangled" not in kernels.columns:
+        kernels = kernels.with_columns(pl.lit(None, dtype=pl.String).alias("kernel_mangled"))
+    for step in KERNEL_STEPS:
+        kernels = step(kernels, rules)
+    extra = derived.derived_columns(kernels, wide_metrics(metrics, derived.wanted_metrics()))
+    return kernels.drop([c for c in derived.DERIVED_COLUMNS if c in kernels.columns]).join(
+        extra, on="launch_id", how="left")

@@ -1,0 +1,183 @@
+"""Kernel identity: one name for one kernel, whichever tool printed it.
+
+ncu and the CUPTI-based tools (PyTorch profiler, nsys) demangle the same symbol differently:
+ncu drops some namespaces (`at::native::` becomes `at::` or `native::`), writes `<unnamed>` for
+`(anonymous namespace)`, `[lambda(int) (instance 1)]` for `{lambda(int)#1}`, `char *` for `char*`,
+`0` for `false`, `3` for `3ul`, and names parameters by template position (`T2`). So identity is not
+the printed name but a canonical signature built from it by the rules below, applied in order:
+
+  1. anonymous namespaces are dropped (`(anonymous namespace)::`, `<unnamed>::`, `_GLOBAL__N_...::`);
+  2. lambdas become `lambda#N` (their argument lists vary in spelling, their number does not);
+  3. namespace qualifiers are dropped (`at::native::X` -> `X`): tools disagree on them, and the
+     kernel's functor, dtypes and tile shape - what tells kernels apart - are all kept;
+  4. `operator()` becomes `operator_call`; every parameter list and C cast is dropped: parameters
+     follow from the template arguments, and ncu prints them as `T2`;
+  5. `const` and return types (`void `) are dropped; integer literal suffixes (`3ul`) and booleans
+     (`true`/`false` -> `1`/`0`) take one spelling; whitespace is removed except between words;
+  6. the rules of signature_rules.csv (data) drop what is noise, e.g. the Triton kernel counter.
+
+kernel_base is the qualified function name without return type, template arguments or parameters,
+with anonymous and versioned inline namespaces dropped (`cub::CUB_300102_SM_...::`), completed to
+its full namespace from kernel_scopes.toml where a tool abbreviated it. kernel_id is a short hash of
+kernel_signature.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+
+import cxxfilt
+
+ANONYMOUS_NAMESPACE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|_GLOBAL__N_\w*::")
+LAMBDA = re.compile(
+    r"\{lambda\((?:[^(){}]|\([^()]*\))*\)#(\d+)\}"           # libstdc++ / CUPTI: {lambda(int)#1}
+    r"|\[lambda\((?:[^()\[\]]|\([^()]*\))*\) \(instance (\d+)\)\]")  # ncu: [lambda(int) (instance 1)]
+# A namespace or class qualifier: a plain identifier directly followed by `::`. Scopes that are
+# functions (`f(int)::`) or templates (`C<T>::`) are not matched, so enclosing functions survive.
+QUALIFIER = re.compile(r"\b(?!const::)[A-Za-z_]\w*::")
+CALL_OPERATOR = re.compile(r"\boperator\s*\(\)")
+PARENTHESIZED = re.compile(r"\([^()]*\)")
+CONST = re.compile(r"\bconst\b")
+RETURN_VOID = re.compile(r"\bvoid\s+(?=[A-Za-z_])")
+INTEGER_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
+SPACE_AROUND_PUNCTUATION = re.compile(r"\s*([<>,*&\[\]:#])\s*")
+SPACES = re.compile(r"\s+")
+KERNEL_ID_LENGTH = 16
+
+
+def _data(name: str) -> str:
+    return resources.files("kwarehouse.normalize").joinpath(name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class SignatureRule:
+    pattern: re.Pattern
+    replacement: str
+
+
+@functools.cache
+def signature_rules() -> tuple[SignatureRule, ...]:
+    rows = csv.DictReader(line for line in _data("signature_rules.csv").splitlines()
+                          if line.strip() and not line.startswith("#"))
+    return tuple(SignatureRule(re.compile(r["pattern"]), r["replacement"]) for r in rows)
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """kernel_scopes.toml: inline namespaces to drop, full names of known kernels, prefix fixes."""
+    inline_namespace: re.Pattern
+    known: dict[str, tuple[str, ...]]      # unqualified name -> full qualified names
+    prefixes: tuple[tuple[str, str], ...]  # abbreviated prefix -> full prefix
+
+
+@functools.cache
+def scopes() -> Scopes:
+    spec = tomllib.loads(_data("kernel_scopes.toml"))
+    known: dict[str, list[str]] = {}
+    for full in spec["known"]["kernels"]:
+        known.setdefault(full.rsplit("::", 1)[-1], []).append(full)
+    prefixes = tuple(sorted(spec["prefixes"].items(), key=lambda kv: -len(kv[0])))
+    return Scopes(re.compile(spec["inline_namespaces"]["pattern"]),
+                  {k: tuple(v) for k, v in known.items()}, prefixes)
+
+
+def demangle(name: str) -> str:
+    """Itanium-ABI mangled (`_Z...`) to demangled, through the C++ runtime's own demangler;
+    anything else, or a name the demangler rejects, comes back unchanged."""
+    if not name.startswith("_Z"):
+        return name
+    try:
+        return cxxfilt.demangle(name, external_only=False)
+    except cxxfilt.InvalidName:
+        return name
+
+
+def _apply_rules(text: str) -> str:
+    for rule in signature_rules():
+        text = rule.pattern.sub(rule.replacement, text)
+    return text
+
+
+def kernel_signature(name: str) -> str:
+    """The canonical form of a kernel name (rules in the module docstring)."""
+    text = ANONYMOUS_NAMESPACE.sub("", demangle(name))
+    text = LAMBDA.sub(lambda m: f"lambda#{m.group(1) or m.group(2)}", text)
+    text = QUALIFIER.sub("", text)
+    text = CALL_OPERATOR.sub("operator_call", text)
+    while True:
+        stripped = PARENTHESIZED.sub("", text)
+        if stripped == text:
+            break
+        text = stripped
+    text = RETURN_VOID.sub("", CONST.sub("", text))
+    text = INTEGER_SUFFIX.sub(r"\1", text)
+    text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text))
+    text = SPACES.sub(" ", SPACE_AROUND_PUNCTUATION.sub(r"\1", text)).strip()
+    return _apply_rules(text)
+
+
+def _split_top_level(text: str) -> str:
+    """The qualified function name: text before the first `<` or `(` outside brackets."""
+    for i, ch in enumerate(text):
+        if ch in "<(":
+            return text[:i]
+    return text
+
+
+def kernel_base(name: str, complete: bool = True) -> str:
+    """`void at::native::f<8, T>(int)` -> `at::native::f`, completed from kernel_scopes.toml
+    unless `complete` is false."""
+    text = ANONYMOUS_NAMESPACE.sub("", demangle(name)).strip()
+    text = RETURN_VOID.sub("", text, count=1) if text.startswith("void ") else text
+    qualified = _split_top_level(text).strip()
+    parts = [p for p in qualified.split("::") if p and not scopes().inline_namespace.fullmatch(p)]
+    if not parts:
+        return _apply_rules(qualified)
+    return _apply_rules(_complete_scope(parts) if complete else "::".join(parts))
+
+
+def _complete_scope(parts: list[str]) -> str:
+    """A tool may abbreviate a namespace (ncu prints `at::X` for `at::native::X`): when a known
+    full name ends in the same function and contains the given qualifiers in order, use it."""
+    table = scopes()
+    for full in table.known.get(parts[-1], ()):
+        full_parts = full.split("::")
+        if _is_subsequence(parts[:-1], full_parts[:-1]):
+            return full
+    qualified = "::".join(parts)
+    for short, long in table.prefixes:
+        # Only `prefix::function`: a deeper name (`at::cuda::f`) is no abbreviation.
+        if qualified.startswith(short) and "::" not in qualified[len(short):]:
+            return long + qualified[len(short):]
+    return qualified
+
+
+def _is_subsequence(needle: list[str], haystack: list[str]) -> bool:
+    it = iter(haystack)
+    return all(part in it for part in needle)
+
+
+def kernel_id(signature: str) -> str:
+    """A short stable id: the first 16 hex digits of the signature's sha256."""
+    return hashlib.sha256(signature.encode()).hexdigest()[:KERNEL_ID_LENGTH]
+
+
+@dataclass(frozen=True)
+class Identity:
+    kernel_name: str
+    kernel_base: str
+    kernel_signature: str
+    kernel_id: str
+
+
+@functools.lru_cache(maxsize=65536)
+def identify(name: str) -> Identity:
+    """Every identity column of one kernel name (mangled or demangled, any tool's spelling)."""
+    signature = kernel_signature(name)
+    return Identity(demangle(name), kernel_base(name), signature, kernel_id(signature))
