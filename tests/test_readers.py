@@ -21,7 +21,7 @@ EXPECTED_FORMAT = {
     "stdout.details.csv": "ncu-details-csv", "raw.csv": "ncu-raw-csv", "details.csv": "ncu-details-csv",
     "ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv": "ncu-raw-csv",
     "ncu-details-with-rules_rtx5090-cc12.0_llm-perf-opt-kernel0001.csv": "ncu-details-csv",
-    "details.norules.csv": "ncu-details-csv",
+    "details.norules.csv": "ncu-details-csv", "custom_cupy.raw.csv": "ncu-raw-csv",
 }
 GOOD = sorted(p for p in DATA.glob("ncu-*/*.csv"))
 

@@ -12,7 +12,7 @@ import click
 from kwarehouse import pipeline
 from kwarehouse.errors import KwhError
 from kwarehouse.store import Warehouse
-from kwarehouse.summary import summary_tables
+from kwarehouse.summary import kernel_list, summary_tables
 
 
 class KwhGroup(click.Group):
@@ -189,3 +189,47 @@ def summary(warehouse: Warehouse, top):
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
     click.echo(f"\nTop {top} kernels by GPU time (time-weighted SM % and DRAM %)\n" + format_table(top_cols, top_rows))
     click.echo(f"\nWarehouse: {warehouse.root}  (duckdb {warehouse.duckdb_path} sees the same tables)")
+
+
+@main.command()
+@click.option("--unclassified", is_flag=True, help="Only kernels whose library or op class is unknown.")
+@click.option("--model", help="Only this model.")
+@click.option("--limit", default=50, show_default=True, help="How many kernels to list.")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
+    """List kernels by identity (kernel_id) with library, op class and share of GPU time.
+
+    With --unclassified, the kernels no rule classified: add rules for them to
+    <warehouse>/normalize/library_rules.csv or op_class_rules.csv, then run kwh renormalize.
+
+    \b
+    Example:
+      kwh kernels --unclassified
+      kwh kernels --model llama --limit 20 --csv > llama-kernels.csv
+    """
+    _require_warehouse(warehouse)
+    _print_rows(*kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit), fmt or "table")
+
+
+@main.command()
+@click.pass_obj
+def renormalize(warehouse: Warehouse):
+    """Re-apply normalization to every run already in the warehouse.
+
+    After upgrading kwh or editing <warehouse>/normalize/*.csv: identities, classification, NVTX
+    context, canonical metric names and derived columns are recomputed from the stored rows.
+    Runs that come out the same are not rewritten; each changed run is replaced atomically.
+
+    \b
+    Example:
+      kwh renormalize
+    """
+    _require_warehouse(warehouse)
+    report = pipeline.renormalize(warehouse)
+    for line in report.repairs:
+        click.echo(f"Repaired: {line}", err=True)
+    for run in report.changed:
+        click.echo(f"renormalized run {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels")
+    click.echo(f"{len(report.changed)} run(s) changed, {report.unchanged} unchanged")

@@ -229,6 +229,61 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
                       new=not existing)
 
 
+@dataclass
+class RenormalizeReport:
+    changed: list[RunSummary] = field(default_factory=list)
+    unchanged: int = 0
+    repairs: list[str] = field(default_factory=list)
+
+
+# Launch fields stored in the kernels table that normalization reads (everything else it recomputes).
+LAUNCH_COLUMNS = ["launch_id", "kernel_name", "kernel_mangled", "process_id", "process_name", "host_name",
+                  "context_id", "stream_id", "device_id", "compute_capability", "grid_x", "grid_y", "grid_z",
+                  "block_x", "block_y", "block_z", "nvtx_push_pop", "nvtx_start_end"]
+
+
+def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = None) -> RenormalizeReport:
+    """Re-apply normalization (metric catalog, identity, NVTX context, classification rules, derived
+    columns) to every run already in `warehouse`, from the rows it stored. A run whose rows come out
+    the same is left alone; a changed one is replaced atomically, like an ingest."""
+    report = RenormalizeReport()
+    if not warehouse.exists:
+        return report
+    rules = normalize.KernelRules.load(warehouse.rules_dir)
+    with warehouse.writer() as repairs:
+        report.repairs.extend(repairs)
+        for run_id, model, gpu in warehouse.runs():
+            if progress:
+                progress(run_id)
+            stored = warehouse.read_run(run_id)
+            if "kernels" not in stored:
+                continue
+            metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
+            metrics = normalize.merge_metrics([normalize.canonical_metric_names(
+                metrics.with_columns(pl.coalesce("source_metric", "metric").alias("source_metric")))])
+            old_kernels = pl.from_arrow(stored["kernels"])
+            kernels = kernel_rows(old_kernels.select(LAUNCH_COLUMNS), metrics, rules)
+            tables = {**stored, "kernels": _tag(kernels, run_id, model, gpu),
+                      "metrics": _tag(metrics, run_id, model, gpu)}
+            if all(_same_rows(name, stored[name], tables[name]) for name in ("kernels", "metrics")):
+                report.unchanged += 1
+                continue
+            warehouse.commit_run(run_id, model, gpu, tables, [])
+            report.changed.append(RunSummary(run_id, model, gpu, kernels.height, [], new=False))
+    return report
+
+
+def _same_rows(name: str, old: pa.Table, new: pa.Table) -> bool:
+    """Equal once both have the stored column order and types (old rows may lack new columns)."""
+    new = schema.conform(name, new)
+    try:
+        old = old.select(new.column_names).cast(new.schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    keys = [(c, "ascending") for c in ("launch_id", "metric") if c in new.column_names]
+    return old.sort_by(keys).equals(new.sort_by(keys))
+
+
 def _tag(frame: pl.DataFrame, run_id: str, model: str, gpu: str) -> pa.Table:
     return frame.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(model).alias("model"),
                               pl.lit(gpu).alias("gpu")).to_arrow()

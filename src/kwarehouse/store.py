@@ -95,8 +95,9 @@ class Warehouse:
     # -- catalog ---------------------------------------------------------------------------------
     @property
     def rules_dir(self) -> Path:
-        """The warehouse's own classification rules (library_rules.csv, op_class_rules.csv)."""
-        return self.root / "rules"
+        """The warehouse's own classification rules (library_rules.csv, op_class_rules.csv), tried before the built-in ones.
+        Not rules/: that folder holds the ncu rule results table."""
+        return self.root / "normalize"
 
     @property
     def exists(self) -> bool:
@@ -159,9 +160,16 @@ class Warehouse:
             files = self.committed_files(name, run_id)
             if files:
                 out[name] = pa.concat_tables(
-                    [_with_partitions(pq.read_table(f), f.relative_to(self.root)) for f in files]
-                ).select(spec.arrow.names)
+                    [_with_columns_of(_with_partitions(pq.read_table(f), f.relative_to(self.root)), spec.arrow)
+                     for f in files])
         return out
+
+    def runs(self) -> list[tuple[str, str, str]]:
+        """(run_id, model, gpu) of every committed run, oldest first."""
+        with self.engine.connect() as con:
+            return [tuple(row) for row in con.execute(
+                sa.select(catalog_runs.c.run_id, catalog_runs.c.model, catalog_runs.c.gpu)
+                .order_by(catalog_runs.c.created_at, catalog_runs.c.run_id))]
 
     def commit_run(self, run_id: str, model: str, gpu: str, tables: dict[str, pa.Table],
                    files: list[IngestedFile]) -> None:
@@ -234,13 +242,16 @@ class Warehouse:
         for name, spec in schema.tables().items():
             files = self.committed_files(name)
             columns = ", ".join(f'"{c}"' for c, _ in spec.sql_types)
+            typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
             if files:
                 listing = ", ".join(sql_string(str(f)) for f in files)
                 source = (f"read_parquet([{listing}], hive_partitioning = true, union_by_name = true, "
                           "hive_types = {'model': VARCHAR, 'gpu': VARCHAR})")
-                statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM {source}')
+                # The empty typed row set first, so files an older kwh wrote without a newer column
+                # read as NULL in it (kwh renormalize fills them) and every column keeps its type.
+                statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM '
+                                  f'(SELECT {typed} WHERE false UNION ALL BY NAME SELECT * FROM {source})')
             else:
-                typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
                 statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {typed} WHERE false')
         return statements
 
@@ -272,3 +283,11 @@ def _with_partitions(table: pa.Table, relative: Path) -> pa.Table:
             if key in schema.PARTITION_COLUMNS:
                 table = table.append_column(key, pa.array([unquote(value)] * table.num_rows, pa.string()))
     return table
+
+
+def _with_columns_of(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """`table` with exactly the columns of `target`: a file written before a column was added to the
+    schema gets it as nulls (`kwh renormalize` then fills it)."""
+    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in target]
+    return pa.table({f.name: c for f, c in zip(target, columns)})

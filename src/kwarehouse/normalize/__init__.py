@@ -184,7 +184,7 @@ def compute_capability_from_attributes(metrics: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class KernelRules:
-    """The classification rules in force: a warehouse's own (rules/ in it) before the built-in ones."""
+    """The classification rules in force: a warehouse's own (its normalize/ folder) before the built-in ones."""
     library: tuple[classify.Rule, ...]
     op_class: tuple[classify.Rule, ...]
 

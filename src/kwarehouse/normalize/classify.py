@@ -2,7 +2,7 @@
 
 A rule is (field, pattern, label): the first rule whose regular expression is found in the named
 field of a kernel decides its label; no match gives `unknown`. A warehouse may carry its own rules
-in <warehouse>/rules/<same file name>; they are tried before the built-in ones.
+in <warehouse>/normalize/<same file name>; they are tried before the built-in ones.
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 THREAD_PREFIX = re.compile(r"^\s*\d+\s+")
 QUOTED_RANGE = re.compile(r'"(.*?)"(?=\s+"|\s*$)', re.DOTALL)
-TRAILING_FIELDS = 6            # PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg
+# The six fields after the message: PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg. Both the message
+# and a registered string may contain ':' (aten::add), so the types, which come from small
+# vocabularies, anchor the split.
+TRAILING = re.compile(r"^(?P<text>.*):(?P<pl_type>none|[A-Z][A-Z0-9_]*):(?P<pl_value>[^:]*)"
+                      r":(?P<clr_type>none|[A-Z][A-Z0-9_]*):(?P<color>[^:]*)"
+                      r":(?P<msg_type>none|ASCII|UNICODE|REGISTERED):(?P<msg>.*)$", re.DOTALL)
 DEFAULT_DOMAIN = "<default domain>"
 OP_KEYS = re.compile(r",\s*(seq|op_id|sizes|input_op_ids)\s*=\s*")
 FRAMEWORK_PREFIX = re.compile(r"^(aten|prim|c10d|_c10d_functional|torch|quantized|autograd|profiler|cudnn|triton)::"
@@ -50,10 +55,10 @@ def split_ranges(cell: str | None) -> list[Range]:
         domain, sep, rest = item.partition(":")
         if not sep:
             continue
-        fields = rest.rsplit(":", TRAILING_FIELDS)
-        text = fields[0]
-        if len(fields) == TRAILING_FIELDS + 1 and fields[-2] == "REGISTERED" and fields[-1]:
-            text = fields[-1]
+        fields = TRAILING.match(rest)
+        text = rest if fields is None else fields["text"]
+        if fields is not None and fields["msg_type"] == "REGISTERED" and fields["msg"]:
+            text = fields["msg"]
         ranges.append(Range(domain, text.strip()))
     return ranges
 
