@@ -90,3 +90,12 @@ def test_every_command_has_help_with_an_example(run):
     for name in main.commands:
         result = run(name, "--help")
         assert result.exit_code == 0 and "Example:" in result.output, name
+
+
+def test_kernels_and_renormalize(run):
+    run("ingest", str(DATA / "ncu-custom-cupy-h100"))
+    listed = run("kernels", "--csv").output.splitlines()
+    assert listed[0].startswith("kernel_id,library,op_class,launches,models,gpu_time_us,share_pct,kernel_base")
+    assert [line.split(",")[7] for line in listed[1:3]] == ["naive_sgemm", "saxpy"]
+    assert run("kernels", "--unclassified").output.endswith("(0 rows)\n")
+    assert run("renormalize").output == "0 run(s) changed, 1 unchanged\n"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import duckdb
 import pytest
 
 from kwarehouse import pipeline
+from kwarehouse.normalize import identity
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
 EXPECTED = {"gpt2": 110, "gpt2_train": 110, "llama": 110, "resnet18": 110, "custom_cupy": 4, "compiled_mlp": 11}
@@ -28,3 +30,15 @@ def test_whole_corpus_one_run_per_report(tmp_path, warehouse):
     assert dict(con.execute("select model, count(*) from runs group by 1").fetchall()) == {m: 1 for m in EXPECTED}
     # every launch of the mangled exports got its demangled name from the default export of the report
     assert con.execute("select count(*) from kernels where kernel_name like '\\_Z%' escape '\\'").fetchall() == [(0,)]
+
+    # issue 4: at least 99% of GPU time falls into a named library and op class
+    named = con.execute("select sum(duration_ns) filter (where library != 'unknown' and op_class != 'unknown') "
+                        "/ sum(duration_ns) from kernels").fetchall()[0][0]
+    assert named >= 0.99
+    # every kernel of a torch trace that ncu also profiled (the first launches, in order) has the
+    # kernel_id of the ncu export of that model
+    for model in EXPECTED:
+        events = json.loads((runs / model / "trace.json").read_text())["traceEvents"]
+        trace = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+        ncu = con.execute("select kernel_id, grid_x from kernels where model = ? order by launch_id", [model]).fetchall()
+        assert [(identity.identify(e["name"]).kernel_id, e["args"]["grid"][0]) for e in trace[:len(ncu)]] == ncu

@@ -361,3 +361,12 @@ def test_unclassified_kernels_are_listed_with_their_share(warehouse, tmp_path):
     columns, listed = kernel_list(warehouse, unclassified=True)
     assert [dict(zip(columns, r))["kernel_base"] for r in listed] == ["naive_sgemm"]
     assert 70 < dict(zip(columns, listed[0]))["share_pct"] < 90
+
+
+def test_metric_catalog_is_queryable_with_the_warehouse(ingested):
+    con = ingested.connect()
+    assert con.execute("SELECT unit FROM metric_catalog WHERE metric = 'gpu__time_duration.sum'").fetchall() == [("ns",)]
+    # every headline metric of every H100 launch has a meaning in the catalog
+    assert con.execute("SELECT count(*) FROM metrics m WHERE model = 'gpt2' AND metric IN "
+                       "('gpu__time_duration.sum', 'lts__t_sector_hit_rate.pct') AND NOT EXISTS "
+                       "(SELECT 1 FROM metric_catalog c WHERE c.metric = m.metric)").fetchall() == [(0,)]

@@ -143,7 +143,7 @@ def _run_sql(con, query: str):
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
 def sql(warehouse: Warehouse, query, fmt):
-    """Run SQL over the warehouse tables (runs, kernels, metrics, rules); no QUERY opens a prompt.
+    """Run SQL over the warehouse tables (runs, kernels, metrics, rules, metric_catalog); no QUERY opens a prompt.
 
     \b
     Example:
@@ -155,7 +155,7 @@ def sql(warehouse: Warehouse, query, fmt):
     if query:
         _print_rows(*_run_sql(con, query), fmt or "table")
         return
-    click.echo("kwh sql: tables runs, kernels, metrics, rules. End statements with ';', quit with .quit or Ctrl-D.")
+    click.echo("kwh sql: tables runs, kernels, metrics, rules, metric_catalog. End statements with ';', quit with .quit or Ctrl-D.")
     buffer = ""
     while True:
         try:

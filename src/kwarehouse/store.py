@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import schema
+from kwarehouse import normalize, schema
 from kwarehouse.errors import KwhError
 
 CATALOG_VERSION = 1
@@ -260,6 +260,7 @@ class Warehouse:
         con = duckdb.connect()
         for statement in self.view_sql():
             con.execute(statement)
+        _add_reference_tables(con)
         return con
 
     def refresh_duckdb(self) -> None:
@@ -270,9 +271,18 @@ class Warehouse:
         try:
             for statement in self.view_sql():
                 con.execute(statement)
+            _add_reference_tables(con)
         finally:
             con.close()
         os.replace(fresh, self.duckdb_path)
+
+
+def _add_reference_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """metric_catalog: every canonical metric with its other names, base unit and meaning."""
+    catalog = normalize.metric_catalog().to_arrow()
+    con.register("metric_catalog_rows", catalog)
+    con.execute("CREATE OR REPLACE TABLE metric_catalog AS SELECT * FROM metric_catalog_rows")
+    con.unregister("metric_catalog_rows")
 
 
 def _with_partitions(table: pa.Table, relative: Path) -> pa.Table:
