@@ -63,14 +63,12 @@ def _first(frame: pl.DataFrame, names: list[str]) -> pl.Expr:
 
 
 def _flops(frame: pl.DataFrame, letter: str, duration_s: pl.Expr) -> pl.Expr:
-    def weighted(template: str) -> tuple[pl.Expr, pl.Expr]:
+    """add + mul + 2 x fma of one precision: plain counts where collected, else rate x clock x time."""
+    def weighted(template: str) -> pl.Expr:
         terms = [_col(frame, template.format(letter, op)) * weight
                  for op, weight in (("add", 1), ("mul", 1), ("fma", 2))]
-        any_present = pl.any_horizontal([t.is_not_null() for t in terms])
-        return pl.when(any_present).then(pl.sum_horizontal(terms)), any_present
-    counts, _ = weighted(COUNT)
-    rates, _ = weighted(RATE)
-    return pl.coalesce(counts, rates * _first(frame, SMSP_CLOCK) * duration_s)
+        return pl.when(pl.any_horizontal([t.is_not_null() for t in terms])).then(pl.sum_horizontal(terms))
+    return pl.coalesce(weighted(COUNT), weighted(RATE) * _first(frame, SMSP_CLOCK) * duration_s)
 
 
 def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
