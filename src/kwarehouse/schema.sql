@@ -76,6 +76,14 @@ CREATE TABLE kernels (
     theoretical_occupancy_pct  DOUBLE,
     tensor_pipe_pct            DOUBLE,           -- tensor pipe active, % of peak (active cycles)
     dram_bytes                 DOUBLE,           -- DRAM bytes read + written
+    issue_active_pct           DOUBLE,           -- issue slots busy, % of active cycles (100 - this = stalled)
+    waves_per_sm               DOUBLE,           -- waves of blocks per SM (< 1: the grid does not fill the GPU)
+    blocks_limit_registers     DOUBLE,           -- blocks per SM allowed by registers (occupancy limiters)
+    blocks_limit_shared_mem    DOUBLE,           -- ... by shared memory
+    blocks_limit_warps         DOUBLE,           -- ... by the warp limit
+    blocks_limit_blocks        DOUBLE,           -- ... by the block limit
+    blocks_limit_barriers      DOUBLE,           -- ... by barriers
+    sm_count                   DOUBLE,           -- SMs on the device
     flops_fp16                 DOUBLE,           -- CUDA-core FLOPs (add + mul + 2 fma), from ncu's roofline counters
     flops_fp32                 DOUBLE,
     flops_fp64                 DOUBLE,
