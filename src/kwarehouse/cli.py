@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from kwarehouse import pipeline
+from kwarehouse import pipeline, views as views_lib
 from kwarehouse.errors import KwhError
 from kwarehouse.store import Warehouse
 from kwarehouse.summary import kernel_list, summary_tables
@@ -139,23 +139,32 @@ def _run_sql(con, query: str):
 
 @main.command()
 @click.argument("query", required=False)
+@click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Run the SQL in this file (e.g. one of queries/).")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
-def sql(warehouse: Warehouse, query, fmt):
-    """Run SQL over the warehouse tables (runs, kernels, metrics, rules, metric_catalog); no QUERY opens a prompt.
+def sql(warehouse: Warehouse, query, path, fmt):
+    """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt.
+
+    Tables: runs, kernels, metrics, rules, metric_catalog, bottleneck_thresholds; views: kwh views.
 
     \b
     Example:
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
       kwh sql --csv "SELECT * FROM kernels WHERE model = 'gpt2'" > gpt2.csv
+      kwh sql -f queries/most_popular_kernels.sql
     """
     _require_warehouse(warehouse)
+    if query and path:
+        raise click.UsageError("give a QUERY or --file, not both")
     con = warehouse.connect()
+    if path:
+        query = path.read_text(encoding="utf-8")
     if query:
         _print_rows(*_run_sql(con, query), fmt or "table")
         return
-    click.echo("kwh sql: tables runs, kernels, metrics, rules, metric_catalog. End statements with ';', quit with .quit or Ctrl-D.")
+    click.echo("kwh sql: tables runs, kernels, metrics, rules, metric_catalog; views: kwh views. End statements with ';', quit with .quit or Ctrl-D.")
     buffer = ""
     while True:
         try:
@@ -233,3 +242,50 @@ def renormalize(warehouse: Warehouse):
     for run in report.changed:
         click.echo(f"renormalized run {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels")
     click.echo(f"{len(report.changed)} run(s) changed, {report.unchanged} unchanged")
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def views(ctx):
+    """List the analytics views with their descriptions (kwh views show NAME prints one's SQL).
+
+    \b
+    Example:
+      kwh views
+      kwh views show bottleneck_class
+    """
+    if ctx.invoked_subcommand is None:
+        rows = [(v.name, v.description) for v in views_lib.all_views().values()]
+        click.echo(format_table(["view", "description"], rows))
+
+
+@views.command("show")
+@click.argument("name")
+def views_show(name):
+    """Print the SQL of one view.
+
+    \b
+    Example:
+      kwh views show roofline
+    """
+    click.echo(views_lib.view_named(name).sql, nl=False)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--where", "condition", metavar="SQL", help="Filter rows, e.g. \"model = 'llama'\".")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many rows.")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def query(warehouse: Warehouse, name, condition, limit, fmt):
+    """Run one analytics view (kwh views lists them), optionally filtered and limited.
+
+    \b
+    Example:
+      kwh query kernel_popularity --limit 20
+      kwh query bottleneck_class --where "model = 'llama' AND bottleneck = 'memory-bound'" --csv
+    """
+    view = views_lib.view_named(name)
+    _require_warehouse(warehouse)
+    _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(view.name, condition, limit)), fmt or "table")

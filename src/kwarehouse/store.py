@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import normalize, schema
+from kwarehouse import normalize, schema, views
 from kwarehouse.errors import KwhError
 
 CATALOG_VERSION = 1
@@ -261,6 +261,7 @@ class Warehouse:
         for statement in self.view_sql():
             con.execute(statement)
         _add_reference_tables(con)
+        views.create_all(con, self.root)
         return con
 
     def refresh_duckdb(self) -> None:
@@ -272,8 +273,12 @@ class Warehouse:
             for statement in self.view_sql():
                 con.execute(statement)
             _add_reference_tables(con)
-        finally:
+            views.create_all(con, self.root)
+        except BaseException:
             con.close()
+            fresh.unlink(missing_ok=True)
+            raise
+        con.close()
         os.replace(fresh, self.duckdb_path)
 
 

@@ -1,1 +1,109 @@
-"""Analytics views: one .sql file per view (file name = view name, first comment = description)."""
+"""Analytics views: one .sql file per view in this folder (file name = view name, first comment line =
+its description), created over the warehouse's base tables in every DuckDB session kwh opens and in
+warehouse.duckdb. Views name logical tables only (kernels, metrics, ...), so the same files run on
+Spark (see SQL-PORTABILITY notes in the README).
+
+bottleneck_thresholds is a small table the views read their cut-offs from: the defaults are in
+bottleneck_thresholds.csv here, and a warehouse may override any of them in
+<warehouse>/views/bottleneck_thresholds.csv (same columns), without editing SQL.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kwarehouse.errors import InputError, KwhError
+
+THRESHOLDS_FILE = "bottleneck_thresholds.csv"
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    description: str
+    sql: str
+
+
+@functools.cache
+def all_views() -> dict[str, View]:
+    """Every view of this package, by name, sorted."""
+    views = {}
+    for entry in sorted(resources.files("kwarehouse.views").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            text = entry.read_text(encoding="utf-8")
+            first = text.lstrip().splitlines()[0]
+            if not first.startswith("--"):
+                raise KwhError(f"internal: view {entry.name} must start with a -- description line")
+            views[entry.name[:-4]] = View(entry.name[:-4], first[2:].strip(), text)
+    return views
+
+
+def view_named(name: str) -> View:
+    """The view called `name`, or an error that suggests the closest names."""
+    views = all_views()
+    if name in views:
+        return views[name]
+    close = difflib.get_close_matches(name, list(views), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; kwh views lists them"
+    raise KwhError(f"no view named {name!r}{hint}")
+
+
+def thresholds(warehouse_root: Path | None = None) -> list[tuple[str, float, str]]:
+    """(name, value, description) of every threshold: defaults, then the warehouse's overrides."""
+    default_text = resources.files("kwarehouse.views").joinpath(THRESHOLDS_FILE).read_text(encoding="utf-8")
+    rows = {r["name"]: (r["name"], float(r["value"]), r["description"])
+            for r in csv.DictReader(line for line in default_text.splitlines() if not line.startswith("#"))}
+    override = warehouse_root / "views" / THRESHOLDS_FILE if warehouse_root else None
+    if override and override.is_file():
+        lines = override.read_text(encoding="utf-8").splitlines()
+        data = [(n, line) for n, line in enumerate(lines, 1) if line.strip() and not line.startswith("#")]
+        for (number, _), row in zip(data[1:], csv.DictReader(line for _, line in data)):
+            name = (row.get("name") or "").strip()
+            if name not in rows:
+                raise InputError(override, f"unknown threshold {name!r}; known: {', '.join(sorted(rows))}", number)
+            try:
+                value = float(row.get("value") or "")
+            except ValueError:
+                raise InputError(override, f"threshold {name!r} needs a number, not {row.get('value')!r}",
+                                 number) from None
+            rows[name] = (name, value, rows[name][2])
+    return list(rows.values())
+
+
+def create_all(con, warehouse_root: Path | None = None) -> None:
+    """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables.
+    Views may read other views, so each is retried until all exist or no progress is made."""
+    con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
+    con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", thresholds(warehouse_root))
+    pending = list(all_views().values())
+    while pending:
+        failed = []
+        for view in pending:
+            try:
+                con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')
+            except Exception as exc:   # a view it reads is not created yet; retried below
+                failed.append((view, exc))
+        if len(failed) == len(pending):
+            view, exc = failed[0]
+            raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}")
+        pending = [view for view, _ in failed]
+
+
+def _body(sql: str) -> str:
+    """The view's query without its trailing semicolon."""
+    return sql.strip().rstrip(";")
+
+
+def select_from(name: str, condition: str | None = None, limit: int | None = None) -> str:
+    """SELECT over one view with an optional WHERE condition and LIMIT; the view's own order is kept."""
+    sql = f'SELECT * FROM "{view_named(name).name}"'
+    if condition:
+        sql += f" WHERE {condition}"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql

@@ -1,0 +1,27 @@
+-- Cache efficiency per kernel identity and model: time-weighted L1 and L2 hit rates with DRAM bytes moved, flagging memory-bound kernels with a low L2 hit rate.
+-- memory_bound: time-weighted max(DRAM %, memory %) >= threshold memory_pct; low_l2_hit: L2 hit < threshold
+-- l2_hit_pct (bottleneck_thresholds).
+WITH t AS (
+    SELECT max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_cut,
+           max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_cut
+    FROM bottleneck_thresholds
+), weighted AS (
+    SELECT model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base, count(*) AS launches,
+           CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
+           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
+           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
+           sum(greatest(coalesce(dram_pct, mem_pct), coalesce(mem_pct, dram_pct)) * duration_ns)
+               / NULLIF(sum(CASE WHEN coalesce(dram_pct, mem_pct) IS NOT NULL THEN duration_ns END), 0) AS memory_pct,
+           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
+           CAST(sum(dram_bytes) AS DOUBLE) AS dram_bytes
+    FROM kernels
+    GROUP BY model, gpu, kernel_id, library, op_class
+)
+SELECT model, gpu, kernel_id, library, op_class, kernel_base, launches, gpu_time_ns,
+       l1_hit_pct, l2_hit_pct, dram_pct, memory_pct, dram_bytes,
+       dram_bytes / NULLIF(launches, 0) AS dram_bytes_per_launch,
+       memory_pct >= t.memory_cut AS memory_bound,
+       l2_hit_pct < t.l2_hit_cut AS low_l2_hit,
+       coalesce(memory_pct >= t.memory_cut AND l2_hit_pct < t.l2_hit_cut, false) AS memory_bound_low_l2_hit
+FROM weighted CROSS JOIN t
+ORDER BY model, gpu, gpu_time_ns DESC, kernel_id
