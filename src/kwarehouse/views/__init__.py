@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -75,23 +76,30 @@ def thresholds(warehouse_root: Path | None = None) -> list[tuple[str, float, str
     return list(rows.values())
 
 
+def creation_order() -> list[View]:
+    """Views ordered so that each comes after the views it reads (found by name in its SQL)."""
+    views = all_views()
+    reads = {name: {other for other in views if other != name and re.search(rf"\b{other}\b", view.sql)}
+             for name, view in views.items()}
+    ordered: list[View] = []
+    while len(ordered) < len(views):
+        done = {v.name for v in ordered}
+        ready = [name for name in views if name not in done and reads[name] <= done]
+        if not ready:
+            raise KwhError(f"internal: views read each other in a cycle: {sorted(set(views) - done)}")
+        ordered.extend(views[name] for name in ready)
+    return ordered
+
+
 def create_all(con, warehouse_root: Path | None = None) -> None:
-    """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables.
-    Views may read other views, so each is retried until all exist or no progress is made."""
+    """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables."""
     con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
     con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", thresholds(warehouse_root))
-    pending = list(all_views().values())
-    while pending:
-        failed = []
-        for view in pending:
-            try:
-                con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')
-            except Exception as exc:   # a view it reads is not created yet; retried below
-                failed.append((view, exc))
-        if len(failed) == len(pending):
-            view, exc = failed[0]
-            raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}")
-        pending = [view for view, _ in failed]
+    for view in creation_order():
+        try:
+            con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')
+        except Exception as exc:
+            raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}") from exc
 
 
 def _body(sql: str) -> str:

@@ -1,5 +1,7 @@
 -- Design signals for GPU architects and library authors: memory-bound kernels with low L2 hit, GEMMs with low tensor-pipe use, register-limited kernel families, tiny grids launched many times - each with the models and share of GPU time affected.
 -- Cut-offs come from bottleneck_thresholds; gpu_time_pct is the share of all GPU time in the warehouse.
+-- Register-limited families count only latency-bound launches (bottleneck_class): there more resident
+-- warps would hide latency, while a GEMM that runs near its throughput at low occupancy is so by design.
 WITH t AS (
     SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
            max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct,
@@ -37,7 +39,9 @@ WITH t AS (
                   CAST(round(sum(achieved_occupancy_pct * duration_ns) / NULLIF(sum(duration_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted); registers_per_thread ', CAST(min(registers_per_thread) AS VARCHAR), '-',
                   CAST(max(registers_per_thread) AS VARCHAR)) AS evidence
-    FROM occupancy CROSS JOIN t
+    FROM (SELECT o.* FROM occupancy o
+          JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
+          WHERE b.bottleneck = 'latency-bound') latency_bound CROSS JOIN t
     WHERE binding_limit LIKE '%registers%' AND achieved_occupancy_pct < t.low_occupancy_pct
     GROUP BY kernel_base
 ), tiny_grids AS (

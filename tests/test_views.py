@@ -1,0 +1,204 @@
+"""The analytics views: golden outputs, and for each view one number checked by hand against the raw export."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+from kwarehouse import pipeline, views
+from kwarehouse.errors import InputError, KwhError
+from kwarehouse.store import Warehouse
+
+CUPY_RAW = DATA / "ncu-custom-cupy-h100" / "custom_cupy.raw.csv"
+GPT2_RAW = DATA / "ncu-gpt2-h100" / "gpt2.raw.csv"
+LLAMA_RAW = DATA / "ncu-llama-h100-variants" / "llama.raw.csv"
+CUB = "cub::detail::reduce::DeviceReduceKernel"
+
+
+def raw(path, kernel_index: int, metric: str) -> float:
+    """A value straight from a raw export (row 2 is units), thousands separators removed; no unit conversion."""
+    frame = pl.read_csv(path, skip_rows_after_header=1, infer_schema=False)
+    return float(frame[metric][kernel_index].replace(",", ""))
+
+
+def query(warehouse: Warehouse, sql: str, params=()):
+    con = warehouse.connect()
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def cupy(warehouse) -> Warehouse:
+    report = pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
+    assert report.failed == []
+    return warehouse
+
+
+def test_every_view_has_a_description_and_compiles(ingested):
+    assert sorted(views.all_views()) == [
+        "bottleneck_class", "cache_efficiency", "design_signals", "kernel_popularity", "launch_shape_correlates",
+        "library_share", "occupancy", "op_kernels", "roofline", "speed_of_light", "warp_stalls"]
+    for view in views.all_views().values():
+        assert len(view.description) > 30, view.name
+        assert "read_parquet" not in view.sql and "SELECT *" not in view.sql.split("\n")[-8:], view.name
+
+
+@pytest.mark.parametrize("name", sorted(views.all_views()))
+def test_view_golden(ingested, golden, name):
+    con = ingested.connect()
+    columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
+    # run ids hash the export folder's absolute path, which differs between clones
+    kept = [c for c in columns if c != "run_id"]
+    cursor = con.execute(f"SELECT {', '.join(kept)} FROM {name}")
+    golden(f"view_{name}", kept, cursor.fetchall())
+
+
+def test_views_are_in_warehouse_duckdb_too(ingested):
+    import duckdb
+    con = duckdb.connect(str(ingested.duckdb_path), read_only=True)
+    assert con.execute("SELECT count(*) FROM kernel_popularity WHERE level = 'kernel'").fetchall()[0][0] > 0
+
+
+# -- one hand-checked number per view ------------------------------------------------------------
+
+def test_kernel_popularity_by_hand(cupy):
+    saxpy_ns = raw(CUPY_RAW, 0, "gpu__time_duration.sum") * 1e3           # us -> ns
+    total_ns = sum(raw(CUPY_RAW, i, "gpu__time_duration.sum") * 1e3 for i in range(4))
+    (launches, models, time_ns, pct), = query(
+        cupy, "SELECT launches, models, gpu_time_ns, gpu_time_pct FROM kernel_popularity WHERE kernel_base = 'saxpy'")
+    assert (launches, models) == (1, 1)
+    assert time_ns == pytest.approx(saxpy_ns) and pct == pytest.approx(100 * saxpy_ns / total_ns)
+    assert query(cupy, "SELECT launches, gpu_time_pct FROM kernel_popularity WHERE level = 'library' "
+                       "AND library = 'CUB/Thrust'") == [(2, pytest.approx(
+        100 * (raw(CUPY_RAW, 2, "gpu__time_duration.sum") + raw(CUPY_RAW, 3, "gpu__time_duration.sum")) * 1e3 / total_ns))]
+
+
+def test_library_share_by_hand(cupy):
+    durations = [raw(CUPY_RAW, i, "gpu__time_duration.sum") for i in range(4)]
+    (pct,), = query(cupy, "SELECT library_pct FROM library_share WHERE library = 'CUB/Thrust'")
+    assert pct == pytest.approx(100 * (durations[2] + durations[3]) / sum(durations))
+
+
+def test_speed_of_light_by_hand(ingested):
+    # the gather kernel runs once in gpt2 and once in llama: the fleet row weights each by its duration
+    sm = [raw(p, 0, "sm__throughput.avg.pct_of_peak_sustained_elapsed") for p in (GPT2_RAW, LLAMA_RAW)]
+    dur = [raw(p, 0, "gpu__time_duration.sum") for p in (GPT2_RAW, LLAMA_RAW)]
+    got = query(ingested, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
+                          "'at::native::vectorized_gather_kernel' ORDER BY model")
+    assert got == [("gpt2", pytest.approx(sm[0])), ("llama", pytest.approx(sm[1]))]
+    (weighted,), = query(ingested, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
+                                   "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
+    assert weighted == pytest.approx((sm[0] * dur[0] + sm[1] * dur[1]) / (dur[0] + dur[1]))
+
+
+def test_cache_efficiency_by_hand(cupy):
+    (l2, dram_bytes, flagged), = query(cupy, "SELECT l2_hit_pct, dram_bytes, memory_bound_low_l2_hit "
+                                             "FROM cache_efficiency WHERE kernel_base = 'saxpy'")
+    assert l2 == pytest.approx(raw(CUPY_RAW, 0, "lts__t_sector_hit_rate.pct"))
+    assert dram_bytes == pytest.approx((raw(CUPY_RAW, 0, "dram__bytes_read.sum")
+                                        + raw(CUPY_RAW, 0, "dram__bytes_write.sum")) * 1e6)   # Mbyte
+    assert flagged is True   # DRAM 79.7 % >= 60 and L2 hit 34.0 % < 60
+
+
+def test_warp_stalls_by_hand(cupy):
+    stall_metric = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    frame = pl.read_csv(CUPY_RAW, skip_rows_after_header=1, infer_schema=False)
+    reasons = {c.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio"):
+               float(frame[c][0]) for c in frame.columns
+               if c.startswith("smsp__average_warps_issue_stalled_") and c.endswith("_per_issue_active.ratio")}
+    stalls = {r: v for r, v in reasons.items() if r != "selected"}
+    top = max(stalls, key=stalls.get)
+    got = query(cupy, "SELECT reason, stall_cycles_per_issue, stall_share_pct, top_reason FROM warp_stalls "
+                      "WHERE level = 'kernel' AND kernel_base = 'saxpy' AND reason = ?", [top])
+    assert got == [(top, pytest.approx(raw(CUPY_RAW, 0, stall_metric.format(top))),
+                    pytest.approx(100 * stalls[top] / sum(stalls.values())), top)]
+    assert len(query(cupy, "SELECT * FROM warp_stalls WHERE level = 'kernel' AND kernel_base = 'saxpy'")) == len(reasons)
+
+
+def test_occupancy_by_hand(cupy):
+    limits = {name: raw(CUPY_RAW, 2, f"launch__occupancy_limit_{name}")
+              for name in ("registers", "shared_mem", "warps", "blocks", "barriers")}
+    fewest = min(limits.values())
+    expected = "+".join(n for n in ("registers", "shared_mem", "warps", "blocks", "barriers") if limits[n] == fewest)
+    assert query(cupy, "SELECT binding_limit, blocks_per_sm FROM occupancy WHERE kernel_base = ?", [CUB]) == [
+        (expected, fewest)]
+    assert expected == "registers+warps"
+
+
+def test_roofline_by_hand(cupy):
+    (ai, achieved, peak, bw, ridge, fraction, side), = query(
+        cupy, "SELECT arithmetic_intensity, achieved_flops_per_s, peak_flops_per_s, peak_dram_bytes_per_s, "
+              "ridge_point, fraction_of_roof, roof_side FROM roofline WHERE level = 'launch' AND kernel_base = 'naive_sgemm'")
+    dram = (raw(CUPY_RAW, 1, "dram__bytes_read.sum") + raw(CUPY_RAW, 1, "dram__bytes_write.sum")) * 1e6
+    seconds = raw(CUPY_RAW, 1, "gpu__time_duration.sum") * 1e-6
+    flops = 2 * 1024 ** 3                   # N**3 FMAs of the N = 1024 naive SGEMM, two FLOPs each
+    assert ai == pytest.approx(flops / dram, rel=0.01) and achieved == pytest.approx(flops / seconds, rel=0.01)
+    # peaks: ncu's roofline metrics, FMA/cycle x 2 x SM clock and bytes/cycle x DRAM clock
+    assert peak == pytest.approx(raw(CUPY_RAW, 1, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")
+                                 * 2 * raw(CUPY_RAW, 1, "sm__cycles_elapsed.avg.per_second") * 1e9)      # Ghz
+    assert bw == pytest.approx(raw(CUPY_RAW, 1, "dram__bytes.sum.peak_sustained") * 1e3                   # Kbyte/cycle
+                               * raw(CUPY_RAW, 1, "dram__cycles_elapsed.avg.per_second") * 1e9)
+    assert ridge == pytest.approx(peak / bw) and side == "compute"
+    assert fraction == pytest.approx(achieved / peak)
+
+
+def test_bottleneck_class_by_hand(cupy):
+    got = dict(query(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
+    # saxpy: DRAM 79.7 % >= 60, L2 hit 34.0 % < 60; naive_sgemm: SM 62.1 % and memory 93.2 % both >= 60;
+    # the single-tile CUB kernel runs 3.2 us < 5 us
+    assert got == {"saxpy": "cache-inefficient", "naive_sgemm": "mixed", CUB: "cache-inefficient",
+                   "cub::detail::reduce::DeviceReduceSingleTileKernel": "launch-overhead"}
+    (decided,), = query(cupy, "SELECT decided_by FROM bottleneck_class WHERE kernel_base = 'saxpy'")
+    assert decided == "memory_pct 79.7 >= 60.0, l2_hit_pct 34.0 < 60.0"
+
+
+def test_thresholds_are_changed_without_editing_sql(cupy):
+    (cupy.root / "views").mkdir()
+    (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit_pct,10\ntiny_kernel_ns,1000\n")
+    got = dict(query(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
+    assert got["saxpy"] == "memory-bound" and got[CUB] == "cache-inefficient"      # CUB's L2 hit is 2.4 %
+    assert got["cub::detail::reduce::DeviceReduceSingleTileKernel"] == "latency-bound"
+    (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit,10\n")
+    with pytest.raises(InputError, match=r"bottleneck_thresholds.csv:2: unknown threshold 'l2_hit'"):
+        cupy.connect()
+
+
+def test_design_signals_by_hand(cupy):
+    got = query(cupy, "SELECT subject, models, model_list, launches, gpu_time_pct, evidence FROM design_signals "
+                      "WHERE signal = 'GEMM-class kernel with low tensor-pipe use'")
+    durations = [raw(CUPY_RAW, i, "gpu__time_duration.sum") for i in range(4)]
+    tensor = raw(CUPY_RAW, 1, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+    assert got == [("naive_sgemm", 1, "custom_cupy", 1, pytest.approx(100 * durations[1] / sum(durations)),
+                    f"tensor_pipe_pct {round(tensor, 1)} (time-weighted) < 20.0")]
+
+
+def test_op_kernels_by_hand(ingested):
+    got = query(ingested, "SELECT framework_op, op_shapes, launches, gpu_time_ns, op_time_pct FROM op_kernels "
+                          "WHERE model = 'gpt2' AND kernel_base = 'at::native::vectorized_gather_kernel'")
+    assert got == [("aten::gather", "[[50257, 768], [], [1024, 768], [], [1024, 768]]", 1,
+                    pytest.approx(raw(GPT2_RAW, 0, "gpu__time_duration.sum") * 1e3), 100.0)]
+
+
+def test_launch_shape_correlates_by_hand(ingested):
+    # the same gather kernel ran with different grids in gpt2 and llama: two points on a line
+    grids = [raw(p, 0, "launch__grid_size") for p in (GPT2_RAW, LLAMA_RAW)]
+    durations = [raw(p, 0, "gpu__time_duration.sum") * 1e3 for p in (GPT2_RAW, LLAMA_RAW)]
+    (launches, slope, corr, slowest), = query(
+        ingested, "SELECT launches, ns_per_block, corr_duration_grid, slowest_grid_size FROM launch_shape_correlates "
+                  "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
+    assert launches == 2 and grids[0] != grids[1]
+    assert slope == pytest.approx((durations[1] - durations[0]) / (grids[1] - grids[0]))
+    assert corr == pytest.approx(1.0 if slope > 0 else -1.0)
+    assert slowest == grids[durations.index(max(durations))]
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+def test_a_misspelled_view_suggests_the_right_one():
+    with pytest.raises(KwhError, match=r"no view named 'bottlenek_class'; did you mean bottleneck_class\?"):
+        views.view_named("bottlenek_class")
+    with pytest.raises(KwhError, match=r"no view named 'zzz'; kwh views lists them"):
+        views.view_named("zzz")
