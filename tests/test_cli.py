@@ -99,3 +99,53 @@ def test_kernels_and_renormalize(run):
     assert [line.split(",")[7] for line in listed[1:3]] == ["naive_sgemm", "saxpy"]
     assert run("kernels", "--unclassified").output.endswith("(0 rows)\n")
     assert run("renormalize").output == "0 run(s) changed, 1 unchanged\n"
+
+
+def test_views_lists_every_view_with_its_description(run):
+    lines = run("views").output.splitlines()
+    assert lines[0].split() == ["view", "description"]
+    assert lines[2] == ("bottleneck_class         Bottleneck class of each launch: compute-bound, memory-bound, "
+                        "cache-inefficient, latency-bound, launch-overhead or mixed, with the metric values that decided it.")
+    assert lines[-1] == "(11 rows)"
+
+
+def test_views_show_prints_the_sql(run):
+    from kwarehouse.views import all_views
+    assert run("views", "show", "library_share").output == all_views()["library_share"].sql
+    result = run("views", "show", "library_shares")
+    assert result.exit_code == 1
+    assert result.output == "Error: no view named 'library_shares'; did you mean library_share?\n"
+
+
+def test_query_runs_a_view_with_where_and_limit(run):
+    run("ingest", str(DATA / "ncu-custom-cupy-h100"))
+    result = run("query", "bottleneck_class", "--where", "bottleneck = 'cache-inefficient'", "--csv")
+    lines = result.output.splitlines()
+    assert lines[0] == ("run_id,launch_id,model,gpu,kernel_id,library,op_class,kernel_base,bottleneck,decided_by,"
+                        "duration_ns,sm_pct,dram_pct,mem_pct,memory_pct,l2_hit_pct,issue_idle_pct,achieved_occupancy_pct")
+    assert [line.split(",")[7] for line in lines[1:]] == ["saxpy", "cub::detail::reduce::DeviceReduceKernel"]
+    assert run("query", "library_share", "--limit", "1").output == (
+        "model        gpu                    library  op_class  launches  gpu_time_ns  op_class_pct  library_pct\n"
+        "-----------  ---------------------  -------  --------  --------  -----------  ------------  -----------\n"
+        "custom_cupy  NVIDIA H100 80GB HBM3  custom   gemm             1      415,296       80.5587      94.4258\n"
+        "(1 row)\n")
+    records = json.loads(run("query", "kernel_popularity", "--where", "level = 'library'", "--json").output)
+    assert [r["library"] for r in records] == ["custom", "CUB/Thrust"]
+
+
+def test_query_errors(run):
+    run("ingest", str(DATA / "ncu-custom-cupy-h100"))
+    result = run("query", "speed_of_lite")
+    assert (result.exit_code, result.output) == (1, "Error: no view named 'speed_of_lite'; did you mean speed_of_light?\n")
+    result = run("query", "speed_of_light", "--where", "no_such_column = 1")
+    assert result.exit_code == 1 and result.output.startswith("Error: Binder Error: Referenced column \"no_such_column\"")
+
+
+def test_sql_file_runs_a_queries_file(run):
+    from pathlib import Path
+    run("ingest", str(DATA / "ncu-custom-cupy-h100"))
+    queries = Path(__file__).parent.parent / "queries"
+    result = run("sql", "-f", str(queries / "systemic_weaknesses.sql"), "--csv")
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0] == "signal,kernels_or_families,most_models_for_one_kernel,gpu_time_pct"
+    assert run("sql", "SELECT 1", "-f", str(queries / "systemic_weaknesses.sql")).exit_code == 2
