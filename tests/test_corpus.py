@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kwarehouse import pipeline
+from kwarehouse import pipeline, views
 from kwarehouse.normalize import identity
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
@@ -18,7 +18,7 @@ EXPECTED = {"gpt2": 110, "gpt2_train": 110, "llama": 110, "resnet18": 110, "cust
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_one_run_per_report(tmp_path, warehouse):
+def test_whole_corpus_one_run_per_report(tmp_path, warehouse, golden):
     runs = tmp_path / "runs"
     runs.mkdir()
     for tarball in sorted(CORPUS.glob("*.tar.xz")):
@@ -42,3 +42,9 @@ def test_whole_corpus_one_run_per_report(tmp_path, warehouse):
         trace = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
         ncu = con.execute("select kernel_id, grid_x from kernels where model = ? order by launch_id", [model]).fetchall()
         assert [(identity.identify(e["name"]).kernel_id, e["args"]["grid"][0]) for e in trace[:len(ncu)]] == ncu
+
+    # issue 5: every view runs on the whole corpus; results checked against golden files
+    for name in views.all_views():
+        columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
+        kept = [c for c in columns if c != "run_id"]     # run ids hash the folder's absolute path
+        golden(f"corpus_view_{name}", kept, con.execute(f"SELECT {', '.join(kept)} FROM {name}").fetchall())
