@@ -5,3 +5,9 @@ export KWH_WAREHOUSE=${KWH_WAREHOUSE:-warehouse}
 .venv/bin/kwh ingest examples/runs
 echo
 .venv/bin/kwh summary
+echo
+echo "Where the GPU time goes, by bottleneck class (kwh sql -f queries/how_kernels_perform.sql):"
+.venv/bin/kwh sql -f queries/how_kernels_perform.sql
+echo
+echo "Design signals (kwh query design_signals; kwh views lists every view):"
+.venv/bin/kwh query design_signals --limit 8
