@@ -67,7 +67,9 @@ def test_bad_tag_and_unknown_format(run):
     assert "'x' is not key=value" in run("ingest", str(DATA), "--tag", "x").output
     result = run("ingest", str(DATA / "ncu-gtx1080-raw"), "--format", "ncu-raww")
     assert result.exit_code == 1
-    assert result.output.strip() == "Error: unknown format 'ncu-raww'; known formats: ncu-raw-csv, ncu-details-csv"
+    from kwarehouse.ingest import READERS
+    assert result.output.strip() == "Error: unknown format 'ncu-raww'; known formats: " + ", ".join(READERS)
+    assert list(READERS)[:2] == ["ncu-raw-csv", "ncu-details-csv"]
 
 
 def test_reading_commands_never_create_a_warehouse(run, tmp_path):

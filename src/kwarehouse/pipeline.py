@@ -24,7 +24,7 @@ from kwarehouse.store import IngestedFile, Warehouse
 # Files that sit beside exports and are read as metadata, never as exports.
 SIDECAR_SUFFIXES = (".log", ".txt", ".md")
 # A file whose name says it should be an export: unrecognised content is an error, not a skip.
-EXPORT_SUFFIXES = (".csv",)
+EXPORT_SUFFIXES = (".csv", ".sqlite", ".ncu-rep", ".nsys-rep", ".qdrep")
 # The launch fields that identify a profiled launch in every page of one report.
 LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_id", "stream_id"]
 HASH_CHUNK = 1 << 20
@@ -97,7 +97,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     if format:
         readers.reader_named(format)
     candidates = discover(sources)
-    metadata: dict[Path, RunMetadata | InputError] = {}
+    metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}
     read: list[_Source] = []
     seen: set[str] = set()
     for path, explicit in candidates:
@@ -154,19 +154,25 @@ def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehou
         return None
     seen.add(sha)
     folder = path.parent.absolute()
-    if folder not in metadata:
+    result = reader.read(path)
+    key = (folder, result.tool)
+    if key not in metadata:
         try:
-            metadata[folder] = read_metadata(folder)
+            metadata[key] = read_metadata(folder, result.tool)
         except InputError as exc:
-            metadata[folder] = exc
-    meta = metadata[folder]
+            metadata[key] = exc
+    meta = metadata[key]
     if isinstance(meta, InputError):
         raise InputError(path, f"its run manifest is unusable: {meta}")
-    return _Source(reader.read(path), sha, meta, folder)
+    return _Source(result, sha, meta, folder)
 
 
 def run_key(source: _Source) -> str:
-    """Exports of one report get one run id: the same launches, from the same folder and manifest."""
+    """Exports of one ncu report get one run id: the same launches, from the same folder and
+    manifest. A timeline or summary export (nsys, torch trace) is a run of its own."""
+    if source.result.tool != "ncu":
+        blob = json.dumps([source.result.tool, str(source.folder), source.meta.manifest_text or "", source.sha256])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
     launches = (source.result.launches.select(LAUNCH_KEY).sort("launch_id").rows())
     blob = json.dumps([str(source.folder), source.meta.manifest_text or "", launches], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -174,6 +180,8 @@ def run_key(source: _Source) -> str:
 
 def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
             tags: dict[str, str]) -> RunSummary:
+    """Build one run's tables from its exports (and what the warehouse already holds of it) and
+    commit them atomically."""
     existing = warehouse.read_run(run_id)
     # Where exports of one report overlap, the first kept wins: raw page in export units (most
     # digits), then raw in base units (--print-units base rounds), then details (two decimals).
@@ -187,16 +195,12 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
     gpu = gpu or meta.fields.get("gpu") or tags.get("gpu") or "unknown"
     model = (meta.fields.get("model") or model_option or (existing_run or {}).get("model")
              or members[0].folder.name or "unknown")
-
-    metric_frames = [normalize.normalize_source_metrics(m.result.metrics, m.result.page) for m in members]
-    if "metrics" in existing:
-        metric_frames.insert(0, pl.from_arrow(existing["metrics"]).drop("run_id", "model", "gpu"))
-    metrics = normalize.merge_metrics(metric_frames)
-    launches = _merge_launches(members, existing.get("kernels"))
-    kernels = kernel_rows(launches, metrics, normalize.KernelRules.load(warehouse.rules_dir))
-    rules = pl.concat([_rule_rows(m.result.rules) for m in members]
-                      + ([pl.from_arrow(existing["rules"]).drop("run_id", "model", "gpu")]
-                         if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
+    rules = normalize.KernelRules.load(warehouse.rules_dir)
+    tool = members[0].result.tool
+    if tool == "ncu":
+        tables, count, compute_capability = _profile_tables(members, existing, rules)
+    else:
+        tables, count, compute_capability = _timeline_tables(members, rules)
 
     files = sorted({str(m.result.path.absolute()): m.sha256 for m in members}.items())
     if existing_run:
@@ -207,26 +211,60 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
     runs = {
         "run_id": run_id, "model": model, "gpu": gpu, "family": fields.get("family"),
         "task": fields.get("task"), "dtype": fields.get("dtype"), "batch": fields.get("batch"),
-        "seq_len": fields.get("seq_len"),
-        "compute_capability": kernels["compute_capability"].drop_nulls().first(),
-        "sm_count": fields.get("sm_count"), "tool": "ncu", "tool_version": meta.tool_version,
+        "seq_len": fields.get("seq_len"), "compute_capability": compute_capability,
+        "sm_count": fields.get("sm_count"), "tool": tool,
+        "tool_version": next((m.result.tool_version for m in members if m.result.tool_version), None)
+                        or meta.tool_version,
         "framework_versions": json.dumps(meta.versions, sort_keys=True) if meta.versions else None,
         "run_date": date.fromisoformat(fields["date"]) if "date" in fields else None,
         "tags": sorted(run_tags.items()), "manifest_json": meta.manifest_text,
         "source_dir": str(members[0].folder), "source_files": [f for f, _ in files],
-        "source_sha256": [s for _, s in files], "kernel_count": kernels.height,
+        "source_sha256": [s for _, s in files], "kernel_count": count,
         "ingested_at": (existing_run or {}).get("ingested_at") or datetime.now(UTC).replace(tzinfo=None),
     }
-    tables = {
-        "runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
-        "kernels": _tag(kernels, run_id, model, gpu),
-        "metrics": _tag(metrics, run_id, model, gpu),
-        "rules": _tag(rules, run_id, model, gpu),
-    }
+    tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
+              **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
     new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format) for m in members]
     warehouse.commit_run(run_id, model, gpu, tables, new_files)
-    return RunSummary(run_id, model, gpu, kernels.height, [str(m.result.path) for m in members],
-                      new=not existing)
+    return RunSummary(run_id, model, gpu, count, [str(m.result.path) for m in members], new=not existing)
+
+
+def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules: normalize.KernelRules):
+    """kernels, metrics and rules of an ncu run, merged with what the warehouse holds of it."""
+    metric_frames = [normalize.normalize_source_metrics(m.result.metrics, m.result.page) for m in members]
+    if "metrics" in existing:
+        metric_frames.insert(0, pl.from_arrow(existing["metrics"]).drop("run_id", "model", "gpu"))
+    metrics = normalize.merge_metrics(metric_frames)
+    launches = _merge_launches(members, existing.get("kernels"))
+    kernels = kernel_rows(launches, metrics, rules)
+    rule_rows = pl.concat([_rule_rows(m.result.rules) for m in members]
+                          + ([pl.from_arrow(existing["rules"]).drop("run_id", "model", "gpu")]
+                             if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
+    tables = {"kernels": kernels, "metrics": metrics, "rules": rule_rows}
+    return tables, kernels.height, kernels["compute_capability"].drop_nulls().first()
+
+
+def _timeline_tables(members: list[_Source], rules: normalize.KernelRules):
+    """kernel_launches, kernel_summaries and nvtx_summaries of a timeline or summary export."""
+    tables: dict[str, pl.DataFrame] = {}
+    timelines = [m.result.timeline for m in members if m.result.timeline is not None]
+    if timelines:
+        frame = pl.concat(timelines, how="vertical_relaxed").with_row_index("launch_index").with_columns(
+            pl.col("launch_index").cast(pl.Int64),
+            (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("grid_size"),
+            (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("block_size"))
+        tables["kernel_launches"] = normalize.normalize_timeline(frame, rules)
+    summaries = [m.result.summaries for m in members if m.result.summaries is not None]
+    if summaries:
+        tables["kernel_summaries"] = normalize.normalize_timeline(pl.concat(summaries, how="vertical_relaxed"), rules)
+    nvtx = [m.result.nvtx_summaries for m in members if m.result.nvtx_summaries is not None]
+    if nvtx:
+        tables["nvtx_summaries"] = pl.concat(nvtx, how="vertical_relaxed")
+    if "kernel_launches" in tables:
+        count = tables["kernel_launches"].filter(pl.col("activity") == "kernel").height
+    else:
+        count = tables["kernel_summaries"]["instances"].sum() if "kernel_summaries" in tables else 0
+    return tables, int(count or 0), None
 
 
 @dataclass

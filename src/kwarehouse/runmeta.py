@@ -26,21 +26,31 @@ class RunMetadata:
     tool_version: str | None = None
 
 
-def pick_manifest(folder: Path) -> Path | None:
-    """The manifest describing ncu exports in `folder`: manifest.ncu.json before manifest.json
-    before any other manifest*.json that is not another tool's (manifest.torchprof.json)."""
+# Manifest files by tool, most specific first; manifest.json serves every tool.
+MANIFEST_NAMES = {
+    "ncu": ("manifest.ncu.json", "manifest.json"),
+    "nsys": ("manifest.nsys.json", "manifest.json"),
+    "torch": ("manifest.torchprof.json", "manifest.torch.json", "manifest.json"),
+}
+OTHER_TOOLS = ("ncu", "nsys", "torch")
+
+
+def pick_manifest(folder: Path, tool: str = "ncu") -> Path | None:
+    """The manifest describing `tool`'s exports in `folder`: the tool's own (manifest.ncu.json,
+    manifest.torchprof.json, ...) before manifest.json before any other manifest*.json that is
+    not another tool's."""
     candidates = sorted(p for p in folder.glob("manifest*.json") if p.is_file())
-    for preferred in ("manifest.ncu.json", "manifest.json"):
+    for preferred in MANIFEST_NAMES.get(tool, ("manifest.json",)):
         for path in candidates:
             if path.name == preferred:
                 return path
-    others = [p for p in candidates if "torch" not in p.name and "nsys" not in p.name]
+    others = [p for p in candidates if not any(t in p.name for t in OTHER_TOOLS if t != tool)]
     return (others or candidates or [None])[0]
 
 
-def read_metadata(folder: Path) -> RunMetadata:
+def read_metadata(folder: Path, tool: str = "ncu") -> RunMetadata:
     meta = RunMetadata()
-    manifest = pick_manifest(folder)
+    manifest = pick_manifest(folder, tool)
     if manifest is not None:
         meta.manifest_path = manifest
         meta.manifest_text = manifest.read_text(encoding="utf-8", errors="replace")
@@ -66,7 +76,9 @@ def read_metadata(folder: Path) -> RunMetadata:
             except ValueError:
                 raise InputError(manifest, f'"date" must be YYYY-MM-DD, not {meta.fields["date"]!r}') from None
     version_file = folder / "ncu_version.txt"
-    if version_file.is_file():
+    if tool == "torch":
+        meta.tool_version = meta.versions.get("torch")
+    elif tool == "ncu" and version_file.is_file():
         found = re.search(r"Version\s+([\d.]+)", version_file.read_text(errors="replace"))
         meta.tool_version = found.group(1) if found else None
     return meta

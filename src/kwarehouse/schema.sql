@@ -16,8 +16,8 @@ CREATE TABLE runs (
     seq_len             BIGINT,
     compute_capability  VARCHAR,            -- "9.0"
     sm_count            BIGINT,
-    tool                VARCHAR NOT NULL,   -- "ncu"
-    tool_version        VARCHAR,            -- "2025.3.1.0" from ncu_version.txt when present
+    tool                VARCHAR NOT NULL,   -- "ncu", "nsys" or "torch"
+    tool_version        VARCHAR,            -- ncu_version.txt, the nsys export metadata, or the torch version
     framework_versions  VARCHAR,            -- JSON object: torch, cuda, transformers, python ... from the manifest
     run_date            DATE,               -- manifest "date" when present
     tags                MAP(VARCHAR, VARCHAR), -- --tag key=value and unrecognised manifest keys
@@ -126,4 +126,88 @@ CREATE TABLE rules (
     description       VARCHAR,
     speedup_type      VARCHAR,          -- "local" / "global"
     speedup_pct       DOUBLE            -- ncu's estimated speedup, %
+);
+
+-- One row per GPU activity on a timeline (nsys, PyTorch profiler trace): kernels, and memcpy/memset
+-- where the source records them. Times are integer nanoseconds, exactly as the tool recorded them.
+CREATE TABLE kernel_launches (
+    run_id              VARCHAR NOT NULL,
+    launch_index        BIGINT NOT NULL,   -- order on the timeline (by start, then as recorded)
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition: the run's GPU (device_name has each launch's own)
+    activity            VARCHAR NOT NULL,  -- kernel, memcpy or memset
+    device_id           BIGINT,
+    device_name         VARCHAR,           -- the GPU this launch ran on (multi-GPU reports)
+    context_id          BIGINT,
+    stream_id           BIGINT,
+    process_id          BIGINT,
+    correlation_id      BIGINT,            -- CUPTI correlation id (links to the CUDA API call)
+    start_ns            BIGINT NOT NULL,   -- tool's timestamp, ns
+    duration_ns         BIGINT NOT NULL,
+    grid_x              BIGINT,
+    grid_y              BIGINT,
+    grid_z              BIGINT,
+    block_x             BIGINT,
+    block_y             BIGINT,
+    block_z             BIGINT,
+    grid_size           BIGINT,
+    block_size          BIGINT,
+    registers_per_thread BIGINT,
+    shared_mem_bytes    BIGINT,            -- static + dynamic shared memory per block
+    bytes               BIGINT,            -- memcpy/memset size
+    kernel_name         VARCHAR NOT NULL,  -- full (demangled) name
+    kernel_short_name   VARCHAR,           -- the tool's short name (nsys shortName) where it has one
+    kernel_mangled      VARCHAR,
+    kernel_base         VARCHAR NOT NULL,
+    kernel_signature    VARCHAR NOT NULL,
+    kernel_id           VARCHAR NOT NULL,
+    library             VARCHAR NOT NULL,
+    op_class            VARCHAR NOT NULL,
+    framework_op        VARCHAR,           -- the CPU op that launched it (torch trace) or innermost NVTX op
+    op_shapes           VARCHAR,           -- its input shapes
+    nvtx_path           VARCHAR,
+    nvtx_range          VARCHAR
+);
+
+-- One row per kernel (and launch shape, where the report splits by it) of a summary report
+-- (nsys stats cuda_gpu_kern_sum, nvtx_kern_sum). Times in ns (converted from --timeunit).
+CREATE TABLE kernel_summaries (
+    run_id              VARCHAR NOT NULL,
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition
+    report              VARCHAR NOT NULL,  -- cuda_gpu_kern_sum, nvtx_kern_sum, ...
+    nvtx_range          VARCHAR,           -- nvtx_kern_sum: the enclosing range
+    grid_dims           VARCHAR,           -- GridXYZ where the report has it
+    block_dims          VARCHAR,
+    instances           BIGINT NOT NULL,
+    total_ns            DOUBLE NOT NULL,
+    avg_ns              DOUBLE,
+    median_ns           DOUBLE,
+    min_ns              DOUBLE,
+    max_ns              DOUBLE,
+    stddev_ns           DOUBLE,
+    time_pct            DOUBLE,            -- the report's own share of the total
+    kernel_name         VARCHAR NOT NULL,
+    kernel_base         VARCHAR NOT NULL,
+    kernel_signature    VARCHAR NOT NULL,
+    kernel_id           VARCHAR NOT NULL,
+    library             VARCHAR NOT NULL,
+    op_class            VARCHAR NOT NULL
+);
+
+-- nsys stats nvtx_sum: time spent in each NVTX range (CPU side).
+CREATE TABLE nvtx_summaries (
+    run_id              VARCHAR NOT NULL,
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition
+    nvtx_range          VARCHAR NOT NULL,
+    style               VARCHAR,
+    instances           BIGINT NOT NULL,
+    total_ns            DOUBLE NOT NULL,
+    avg_ns              DOUBLE,
+    median_ns           DOUBLE,
+    min_ns              DOUBLE,
+    max_ns              DOUBLE,
+    stddev_ns           DOUBLE,
+    time_pct            DOUBLE
 );

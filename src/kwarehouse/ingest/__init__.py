@@ -8,8 +8,9 @@ from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
 from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
+from kwarehouse.ingest.torch_trace import TorchTrace
 
-READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv())}
+READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), TorchTrace())}
 
 # How much of a file sniffing looks at: enough to pass program output a user redirected before the CSV.
 SNIFF_BYTES = 1 << 20

@@ -261,3 +261,17 @@ def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: Kerne
     extra = derived.derived_columns(kernels, wide_metrics(metrics, derived.wanted_metrics()))
     return kernels.drop([c for c in derived.DERIVED_COLUMNS if c in kernels.columns]).join(
         extra, on="launch_id", how="left")
+
+
+TIMELINE_STEPS = (demangle_names, kernel_identity, classify_library, classify_op_class)
+
+
+def normalize_timeline(rows: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """TIMELINE_STEPS on kernel rows of a timeline or summary (nsys, torch trace): the same identity
+    and classification as ncu kernels; framework-op context comes from the reader."""
+    for column in ("kernel_mangled", "framework_op", "nvtx_path"):
+        if column not in rows.columns:
+            rows = rows.with_columns(pl.lit(None, dtype=pl.String).alias(column))
+    for step in TIMELINE_STEPS:
+        rows = step(rows, rules)
+    return rows
