@@ -8,9 +8,10 @@ from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
 from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
+from kwarehouse.ingest.nsys_sqlite import NsysSqlite
 from kwarehouse.ingest.torch_trace import TorchTrace
 
-READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), TorchTrace())}
+READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), NsysSqlite(), TorchTrace())}
 
 # How much of a file sniffing looks at: enough to pass program output a user redirected before the CSV.
 SNIFF_BYTES = 1 << 20

@@ -82,8 +82,13 @@ def _int(text: str | None) -> int | None:
 
 @functools.lru_cache(maxsize=65536)
 def op_context(cell: str | None) -> OpContext:
-    """The columns framework_op, framework_op_id, framework_seq, op_shapes, nvtx_path, nvtx_range."""
-    ranges = split_ranges(cell)
+    """The columns framework_op, framework_op_id, framework_seq, op_shapes, nvtx_path, nvtx_range
+    of one ncu push/pop cell."""
+    return context_of_ranges(split_ranges(cell))
+
+
+def context_of_ranges(ranges: list[Range]) -> OpContext:
+    """The context of a stack of NVTX ranges, outermost first (from ncu or from nsys)."""
     if not ranges:
         return OpContext()
     path, innermost_op, innermost_user, seq = [], None, None, None
