@@ -104,10 +104,37 @@ def _apply_rules(text: str) -> str:
     return text
 
 
+def declaration(text: str) -> str:
+    """The function name with its template arguments: a trailing parameter list (and `const`) and
+    any return type before the name are cut off, at bracket depth 0, so a return type such as
+    `std::enable_if<!T7, void>::type` (cuBLAS gemvx) is no part of the name."""
+    text = text.strip()
+    if text.endswith(" const"):
+        text = text[: -len(" const")].rstrip()
+    end = len(text)
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += text[i] in ")]>" and 1 or (-1 if text[i] in "([<" else 0)
+            if depth == 0:
+                end = i
+                break
+    head, depth, cut = text[:end], 0, 0
+    for i, ch in enumerate(head):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        elif ch == " " and depth == 0 and head[i + 1:i + 2] not in ("", "<", "(", "[", "{"):
+            cut = i + 1
+    return head[cut:].strip() or head.strip() or text
+
+
 def kernel_signature(name: str) -> str:
     """The canonical form of a kernel name (rules in the module docstring)."""
     text = ANONYMOUS_NAMESPACE.sub("", demangle(name))
     text = LAMBDA.sub(lambda m: f"lambda#{m.group(1) or m.group(2)}", text)
+    text = declaration(text)
     text = QUALIFIER.sub("", text)
     text = CALL_OPERATOR.sub("operator_call", text)
     while True:
@@ -134,8 +161,7 @@ def kernel_base(name: str, complete: bool = True) -> str:
     """`void at::native::f<8, T>(int)` -> `at::native::f`, completed from kernel_scopes.toml
     unless `complete` is false."""
     text = ANONYMOUS_NAMESPACE.sub("", demangle(name)).strip()
-    text = RETURN_VOID.sub("", text, count=1) if text.startswith("void ") else text
-    qualified = _split_top_level(text).strip()
+    qualified = _split_top_level(declaration(LAMBDA.sub("lambda", text))).strip()
     parts = [p for p in qualified.split("::") if p and not scopes().inline_namespace.fullmatch(p)]
     if not parts:
         return _apply_rules(qualified)
