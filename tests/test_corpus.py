@@ -27,7 +27,8 @@ def test_whole_corpus_one_run_per_report(tmp_path, warehouse, golden):
     assert report.failed == []
     con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
     assert dict(con.execute("select model, count(*) from kernels group by 1").fetchall()) == EXPECTED
-    assert dict(con.execute("select model, count(*) from runs group by 1").fetchall()) == {m: 1 for m in EXPECTED}
+    assert sorted(con.execute("select model, tool, count(*) from runs group by all").fetchall()) == sorted(
+        [(m, "ncu", 1) for m in EXPECTED] + [(m, "torch", 1) for m in EXPECTED])
     # every launch of the mangled exports got its demangled name from the default export of the report
     assert con.execute("select count(*) from kernels where kernel_name like '\\_Z%' escape '\\'").fetchall() == [(0,)]
 
@@ -48,3 +49,15 @@ def test_whole_corpus_one_run_per_report(tmp_path, warehouse, golden):
         columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
         kept = [c for c in columns if c != "run_id"]     # run ids hash the folder's absolute path
         golden(f"corpus_view_{name}", kept, con.execute(f"SELECT {', '.join(kept)} FROM {name}").fetchall())
+
+    # issue 6: every trace ingests with as many GPU events as it holds, each kernel linked to the
+    # CPU op that launched it (CuPy launches kernels without one)
+    for model in EXPECTED:
+        events = json.loads((runs / model / "trace.json").read_text())["traceEvents"]
+        gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        got = con.execute("select count(*), count(*) filter (where activity = 'kernel'), "
+                          "count(*) filter (where activity = 'kernel' and framework_op is null), sum(duration_ns) "
+                          "from kernel_launches where model = ?", [model]).fetchall()[0]
+        assert got[:2] == (len(gpu), sum(e["cat"] == "kernel" for e in gpu))
+        assert got[2] == (got[1] if model == "custom_cupy" else 0)
+        assert got[3] == sum(round(e["dur"] * 1000) for e in gpu)

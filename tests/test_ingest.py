@@ -114,7 +114,7 @@ def test_reingest_changes_nothing_and_says_so(ingested):
     good = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith("ncu-")]
     report = pipeline.ingest(good, ingested)
     assert report.runs == [] and report.failed == []
-    assert len(report.skipped) == len(list(DATA.glob("ncu-*/*.csv")))
+    assert len(report.skipped) == len(list(DATA.glob("ncu-*/*.csv")) + list(DATA.glob("ncu-*/*.ncu-rep")))
     assert all(why.startswith("already ingested (run ") for _, why in report.skipped)
     assert snapshot(ingested) == before
 
@@ -152,7 +152,7 @@ def test_bad_files_are_reported_and_the_good_ones_still_go_in(warehouse, tmp_pat
     report = pipeline.ingest([folder], warehouse)
     assert [r.model for r in report.runs] == ["gpt2"]
     failed = sorted(line.split(": ", 1)[0].rsplit("/", 1)[-1] for line in report.failed)
-    assert failed == ["empty.csv", "no_units_row.raw.csv:2", "nsys_kern_sum.csv", "short_row.raw.csv:4",
+    assert failed == ["empty.csv", "no_units_row.raw.csv:2", "nsys_no_cuda.sqlite", "short_row.raw.csv:4",
                       "too_many_fields.details.csv:3", "truncated.raw.csv:4"]
     assert [why for p, why in report.skipped if p.endswith("garbage.bin")] == ["no reader for this kind of file"]
     assert rows(warehouse, "SELECT count(*) FROM kernels") == [(3,)]

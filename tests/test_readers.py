@@ -13,7 +13,7 @@ from kwarehouse.errors import InputError
 
 from conftest import DATA
 
-EXPECTED_FORMAT = {
+NCU_FORMAT = {
     "gpt2.raw.csv": "ncu-raw-csv", "gpt2.raw.mangled.csv": "ncu-raw-csv",
     "gpt2.details.csv": "ncu-details-csv", "gpt2.details.mangled.csv": "ncu-details-csv",
     "llama.raw.csv": "ncu-raw-csv", "llama.raw.baseunits.csv": "ncu-raw-csv",
@@ -22,24 +22,38 @@ EXPECTED_FORMAT = {
     "ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv": "ncu-raw-csv",
     "ncu-details-with-rules_rtx5090-cc12.0_llm-perf-opt-kernel0001.csv": "ncu-details-csv",
     "details.norules.csv": "ncu-details-csv", "custom_cupy.raw.csv": "ncu-raw-csv",
+    "compiled_mlp.raw.csv": "ncu-raw-csv", "compiled_mlp.ncu-rep": "ncu-rep",
 }
-GOOD = sorted(p for p in DATA.glob("ncu-*/*.csv"))
+# Folders of other tools hold one format each.
+FOLDER_FORMAT = {"nsys-sqlite-": "nsys-sqlite", "nsys-stats-": "nsys-stats-csv", "torch-trace-": "torch-trace"}
+SIDECARS = ("manifest", "ncu_version", "gpu.txt")
+GOOD = sorted(p for p in DATA.glob("*/*") if p.parent.name.startswith(("ncu-", *FOLDER_FORMAT))
+              and not p.name.startswith(SIDECARS))
+
+
+def expected_format(path: Path) -> str:
+    for prefix, name in FOLDER_FORMAT.items():
+        if path.parent.name.startswith(prefix):
+            return name
+    return NCU_FORMAT[path.name]
 
 
 def test_every_good_export_is_covered():
-    assert sorted(p.name for p in GOOD) == sorted(EXPECTED_FORMAT)
+    ncu = {p.name for p in GOOD if p.parent.name.startswith("ncu-")}
+    assert sorted(ncu) == sorted(NCU_FORMAT)
+    assert {expected_format(p) for p in GOOD} == set(ingest.READERS)
 
 
-@pytest.mark.parametrize("path", GOOD, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", GOOD, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_conformance_each_reader_claims_only_its_own_files(path: Path):
     head = path.read_bytes()[: ingest.SNIFF_BYTES]
     claimed = [name for name, reader in ingest.READERS.items() if reader.sniff(path, head)]
-    assert claimed == [EXPECTED_FORMAT[path.name]]
+    assert claimed == [expected_format(path)]
 
 
 @pytest.mark.parametrize("path", sorted((DATA / "bad").iterdir()), ids=lambda p: p.name)
 def test_no_reader_claims_a_wrong_tool_or_garbage_file(path: Path):
-    if path.name in ("garbage.bin", "empty.csv", "nsys_kern_sum.csv"):
+    if path.name in ("garbage.bin", "empty.csv"):
         head = path.read_bytes()[: ingest.SNIFF_BYTES]
         assert not any(r.sniff(path, head) for r in ingest.READERS.values())
 
@@ -120,7 +134,8 @@ def test_old_pascal_raw_export_with_kernel_time_column():
 BAD = {
     "empty.csv": "empty.csv: file is empty",
     "garbage.bin": "garbage.bin: not a recognised export",
-    "nsys_kern_sum.csv": "nsys_kern_sum.csv: not a recognised export",
+    "nsys_no_cuda.sqlite": "nsys_no_cuda.sqlite: no CUDA kernel activity in this nsys export (no "
+                           "CUPTI_ACTIVITY_KIND_KERNEL table); profile with nsys profile --trace=cuda",
     "truncated.raw.csv": "truncated.raw.csv:4: file ends in the middle of a row",
     "too_many_fields.details.csv": "too_many_fields.details.csv:3: malformed CSV row: 16 fields where the header has 15",
     "short_row.raw.csv": 'short_row.raw.csv:4: row ends before the "smsp__warps_eligible.sum.per_cycle_active" column',

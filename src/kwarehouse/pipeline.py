@@ -27,6 +27,9 @@ SIDECAR_SUFFIXES = (".log", ".txt", ".md")
 EXPORT_SUFFIXES = (".csv", ".sqlite", ".ncu-rep", ".nsys-rep", ".qdrep")
 # The launch fields that identify a profiled launch in every page of one report.
 LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_id", "stream_id"]
+# A .ncu-rep read through ncu_report has no process or host: it joins the run of the CSV pages of
+# the same report (same folder and manifest) that match it on these.
+LOOSE_LAUNCH_KEY = ["launch_id", "context_id", "stream_id", "grid_dims", "block_dims"]
 HASH_CHUNK = 1 << 20
 # Which spelling of a kernel's name a run keeps when its exports disagree (lowest first).
 NAME_PRINTED, NAME_DEMANGLED_BY_KWH, NAME_MANGLED = 0, 1, 2
@@ -110,9 +113,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
             continue
         if source is not None:
             read.append(source)
-    groups: dict[str, list[_Source]] = {}
-    for source in read:
-        groups.setdefault(run_key(source), []).append(source)
+    groups = group_runs(read)
     if not groups:
         return report
     with warehouse.writer() as repairs:
@@ -167,15 +168,37 @@ def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehou
     return _Source(result, sha, meta, folder)
 
 
-def run_key(source: _Source) -> str:
+def run_key(source: _Source, loose: bool = False) -> str:
     """Exports of one ncu report get one run id: the same launches, from the same folder and
     manifest. A timeline or summary export (nsys, torch trace) is a run of its own."""
     if source.result.tool != "ncu":
         blob = json.dumps([source.result.tool, str(source.folder), source.meta.manifest_text or "", source.sha256])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-    launches = (source.result.launches.select(LAUNCH_KEY).sort("launch_id").rows())
+    key = LOOSE_LAUNCH_KEY if loose else LAUNCH_KEY
+    launches = (source.result.launches.select(key).sort("launch_id").rows())
     blob = json.dumps([str(source.folder), source.meta.manifest_text or "", launches], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _lacks_process(source: _Source) -> bool:
+    launches = source.result.launches
+    return source.result.tool == "ncu" and launches["process_id"].null_count() == launches.height
+
+
+def group_runs(sources: list[_Source]) -> dict[str, list[_Source]]:
+    """Sources by run id; a source without process ids joins the one run that matches it loosely."""
+    groups: dict[str, list[_Source]] = {}
+    for source in sources:
+        groups.setdefault(run_key(source), []).append(source)
+    loose: dict[str, set[str]] = {}
+    for key, members in groups.items():
+        if not _lacks_process(members[0]):
+            loose.setdefault(run_key(members[0], loose=True), set()).add(key)
+    for key in [k for k, members in groups.items() if _lacks_process(members[0])]:
+        targets = loose.get(run_key(groups[key][0], loose=True), set())
+        if len(targets) == 1:
+            groups[next(iter(targets))].extend(groups.pop(key))
+    return groups
 
 
 def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
@@ -345,6 +368,10 @@ def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.Dat
                       .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
     for member in members:
         launches = member.result.launches
+        if "kernel_mangled" in launches.columns:   # a reader that knows both spellings (.ncu-rep)
+            frames.append(launches.filter(pl.col("kernel_mangled").str.starts_with("_Z"))
+                          .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
+            launches = launches.drop("kernel_mangled")
         frames.append(launches.drop("grid_dims", "block_dims").with_columns(
             *_dims("grid", launches["grid_dims"]), *_dims("block", launches["block_dims"])))
     allrows = pl.concat(frames, how="diagonal_relaxed").with_columns(
