@@ -10,6 +10,8 @@ from kwarehouse.store import Warehouse
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
+# tests/data folders that hold good exports (bad/ and kernel-names/ do not)
+EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 
 
 def pytest_addoption(parser):
@@ -24,7 +26,7 @@ def warehouse(tmp_path) -> Warehouse:
 @pytest.fixture
 def ingested(warehouse) -> Warehouse:
     """A warehouse holding every good test export."""
-    sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith("ncu-")]
+    sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
     report = pipeline.ingest(sources, warehouse)
     assert report.failed == []
     return warehouse

@@ -108,7 +108,7 @@ def test_views_lists_every_view_with_its_description(run):
     assert lines[0].split() == ["view", "description"]
     assert lines[2] == ("bottleneck_class         Bottleneck class of each launch: compute-bound, memory-bound, "
                         "cache-inefficient, latency-bound, launch-overhead or mixed, with the metric values that decided it.")
-    assert lines[-1] == "(11 rows)"
+    assert lines[-1] == "(13 rows)"
 
 
 def test_views_show_prints_the_sql(run):

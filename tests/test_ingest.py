@@ -15,7 +15,7 @@ import pytest
 from kwarehouse import pipeline
 from kwarehouse.store import Warehouse
 
-from conftest import DATA
+from conftest import DATA, EXPORT_FOLDERS
 
 
 def rows(warehouse: Warehouse, sql: str):
@@ -111,10 +111,11 @@ def test_headline_columns_match_the_details_page(warehouse):
 
 def test_reingest_changes_nothing_and_says_so(ingested):
     before = snapshot(ingested)
-    good = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith("ncu-")]
+    good = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
     report = pipeline.ingest(good, ingested)
     assert report.runs == [] and report.failed == []
-    assert len(report.skipped) == len(list(DATA.glob("ncu-*/*.csv")) + list(DATA.glob("ncu-*/*.ncu-rep")))
+    exports = [p for folder in good for p in folder.iterdir() if not p.name.startswith(("manifest", "ncu_version", "gpu.txt"))]
+    assert len(report.skipped) == len(exports)
     assert all(why.startswith("already ingested (run ") for _, why in report.skipped)
     assert snapshot(ingested) == before
 

@@ -39,8 +39,9 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "design_signals", "kernel_popularity", "launch_shape_correlates",
-        "library_share", "occupancy", "op_kernels", "roofline", "speed_of_light", "warp_stalls"]
+        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "kernel_popularity",
+        "launch_shape_correlates", "library_share", "occupancy", "op_kernels", "roofline", "speed_of_light",
+        "time_weighted_kernels", "warp_stalls"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
         assert "read_parquet" not in view.sql and "SELECT *" not in view.sql.split("\n")[-8:], view.name

@@ -279,7 +279,9 @@ def _timeline_tables(members: list[_Source], rules: normalize.KernelRules):
         tables["kernel_launches"] = normalize.normalize_timeline(frame, rules)
     summaries = [m.result.summaries for m in members if m.result.summaries is not None]
     if summaries:
-        tables["kernel_summaries"] = normalize.normalize_timeline(pl.concat(summaries, how="vertical_relaxed"), rules)
+        normalized = normalize.normalize_timeline(pl.concat(summaries, how="vertical_relaxed"), rules)
+        tables["kernel_summaries"] = normalized.select(
+            [c for c in schema.tables()["kernel_summaries"].arrow.names if c not in ("run_id", "model", "gpu")])
     nvtx = [m.result.nvtx_summaries for m in members if m.result.nvtx_summaries is not None]
     if nvtx:
         tables["nvtx_summaries"] = pl.concat(nvtx, how="vertical_relaxed")
