@@ -41,9 +41,19 @@ def reject_empty(path: Path) -> None:
         raise InputError(path, "file is empty; expected a profiler export such as ncu --csv --page raw")
 
 
+# Binary report files that have no reader of their own, and how to export them into one that does.
+EXPORT_HINTS = {
+    ".nsys-rep": "an Nsight Systems report file; export it with nsys export --type sqlite (or nsys stats --format csv)",
+    ".qdrep": "an older Nsight Systems report file; export it with nsys export --type sqlite",
+}
+
+
 def unrecognised(path: Path) -> InputError:
+    hint = EXPORT_HINTS.get(path.suffix.lower())
+    if hint:
+        return InputError(path, hint)
     return InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +
-                      "); was it written by ncu --csv? Pass --format to force a reader")
+                      "); was it written by ncu --csv, nsys or the PyTorch profiler? Pass --format to force a reader")
 
 
 def read(path: Path, format: str | None = None) -> ReadResult:
