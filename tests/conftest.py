@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,23 @@ def warehouse(tmp_path) -> Warehouse:
     return Warehouse(tmp_path / "wh")
 
 
-@pytest.fixture
-def ingested(warehouse) -> Warehouse:
-    """A warehouse holding every good test export."""
+@pytest.fixture(scope="session")
+def pristine_warehouse(tmp_path_factory) -> Path:
+    """Every good test export ingested once per session (tests get copies)."""
+    warehouse = Warehouse(tmp_path_factory.mktemp("pristine") / "wh")
     sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
     report = pipeline.ingest(sources, warehouse)
     assert report.failed == []
+    return warehouse.root
+
+
+@pytest.fixture
+def ingested(pristine_warehouse, tmp_path) -> Warehouse:
+    """A warehouse holding every good test export: a private copy the test may change."""
+    root = tmp_path / "wh"
+    shutil.copytree(pristine_warehouse, root)
+    warehouse = Warehouse(root)
+    warehouse.refresh_duckdb()   # its views name the files of the copy
     return warehouse
 
 
