@@ -11,3 +11,6 @@ echo "Where the GPU time goes, by bottleneck class (kwh sql -f queries/how_kerne
 echo
 echo "Design signals (kwh query design_signals; kwh views lists every view):"
 .venv/bin/kwh query design_signals --limit 8
+echo
+echo "How much of the real GPU time the ncu data covers (kwh query coverage):"
+.venv/bin/kwh query coverage
