@@ -55,7 +55,7 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
 
 @main.command()
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv).")
+@click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv, ncu-rep, nsys-sqlite, nsys-stats-csv, torch-trace).")
 @click.option("--model", help="Model name for exports without a manifest*.json beside them.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Run tag; repeatable.")
 @click.pass_obj
