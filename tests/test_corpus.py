@@ -61,3 +61,24 @@ def test_whole_corpus_one_run_per_report(tmp_path, warehouse, golden):
         assert got[:2] == (len(gpu), sum(e["cat"] == "kernel" for e in gpu))
         assert got[2] == (got[1] if model == "custom_cupy" else 0)
         assert got[3] == sum(round(e["dur"] * 1000) for e in gpu)
+
+
+PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "public-samples"
+
+
+@pytest.mark.skipif(not PUBLIC.is_dir(), reason="../shared/public-samples not present")
+def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
+    import sqlite3
+    report = pipeline.ingest([PUBLIC], warehouse)
+    assert report.failed == []
+    con = warehouse.connect()
+    for sample in sorted(PUBLIC.glob("*.sqlite")):
+        db = sqlite3.connect(f"file:{sample}?mode=ro&immutable=1", uri=True)
+        expected = db.execute("SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        got = con.execute("SELECT count(*), sum(duration_ns) FROM kernel_launches k JOIN runs r USING (run_id) "
+                          "WHERE activity = 'kernel' AND list_contains(r.source_files, ?)", [str(sample)]).fetchone()
+        assert got == expected, sample.name
+    (summary,) = PUBLIC.glob("nsys-cuda_gpu_kern_sum_*.csv")
+    rows = summary.read_text().splitlines()[1:]
+    assert con.execute("SELECT count(*) FROM kernel_summaries").fetchone()[0] == len(rows)
+    assert con.execute("SELECT sum(kernel_count) FROM runs WHERE tool = 'ncu'").fetchone()[0] == 3 + 1
