@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
-from kwarehouse import pipeline, views as views_lib
+from kwarehouse import export as export_lib
+from kwarehouse import pipeline
+from kwarehouse import views as views_lib
 from kwarehouse.errors import KwhError
 from kwarehouse.store import Warehouse
 from kwarehouse.summary import kernel_list, summary_tables
@@ -289,3 +291,28 @@ def query(warehouse: Warehouse, name, condition, limit, fmt):
     view = views_lib.view_named(name)
     _require_warehouse(warehouse)
     _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(view.name, condition, limit)), fmt or "table")
+
+
+@main.command()
+@click.argument("source")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
+@click.option("--format", "fmt", type=click.Choice(export_lib.FORMATS), default="csv", show_default=True)
+@click.option("--where", "condition", metavar="SQL", help="Filter rows.")
+@click.option("--columns", metavar="A,B,...", help="Columns to write, in this order (default: all, in the view's order).")
+@click.pass_obj
+def export(warehouse: Warehouse, source, output, fmt, condition, columns):
+    """Write a view, table, .sql file or query to CSV (or Parquet, JSON) for design reviews.
+
+    CSV is UTF-8 with a header; column names carry units; numbers are plain decimals (no 1e-05).
+    Rows stream to the file, so large extracts need little memory.
+
+    \b
+    Example:
+      kwh export kernel_popularity -o popularity.csv --where "level = 'kernel'"
+      kwh export bottleneck_class -o llama.csv --where "model = 'llama'" --columns kernel_base,bottleneck,duration_ns
+      kwh export "SELECT * FROM kernels" -o kernels.parquet --format parquet
+    """
+    _require_warehouse(warehouse)
+    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    count = export_lib.export(warehouse, source, output, fmt=fmt, where=condition, columns=names)
+    click.echo(f"wrote {count} row(s) to {output}")
