@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from kwarehouse import diff as diff_lib
 from kwarehouse import export as export_lib
 from kwarehouse import pipeline
 from kwarehouse import views as views_lib
@@ -316,3 +317,46 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     count = export_lib.export(warehouse, source, output, fmt=fmt, where=condition, columns=names)
     click.echo(f"wrote {count} row(s) to {output}")
+
+
+# Exit status of kwh diff --fail-above when the candidate regressed (1 is any other error).
+REGRESSION_EXIT = 3
+
+
+@main.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--threshold", default=5.0, show_default=True, help="Percent change that counts as slower/faster.")
+@click.option("--fail-above", type=float, metavar="PCT",
+              help=f"Exit {REGRESSION_EXIT} when the total, or a kernel on both sides, got more than PCT % slower.")
+@click.option("--min-share", default=1.0, show_default=True,
+              help="With --fail-above: ignore kernels below this share (%) of GPU time on both sides.")
+@click.option("--all", "show_all", is_flag=True, help="List unchanged kernels too.")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_share, show_all, fmt):
+    """Compare two runs (or sets of runs): kernels slower, faster, new, gone or with a new bottleneck.
+
+    BASELINE and CANDIDATE are run ids (or unique prefixes) or selectors key=value[,key=value]
+    over model, gpu, date, tool and tag.NAME; several runs on a side are averaged per run, and
+    each kernel gets a significance note.
+
+    \b
+    Example:
+      kwh diff 3fe0084c 9a1b22f0
+      kwh diff model=gpt2,date=2026-11-22 model=gpt2,date=2026-11-23 --fail-above 5
+    """
+    _require_warehouse(warehouse)
+    result = diff_lib.diff(warehouse, baseline, candidate, threshold)
+    total = result.total_delta_pct
+    if fmt != "json":
+        click.echo(f"baseline {len(result.baseline_runs)} run(s) {result.baseline_total_ns / 1e3:,.1f} us/run, "
+                   f"candidate {len(result.candidate_runs)} run(s) {result.candidate_total_ns / 1e3:,.1f} us/run"
+                   + (f", total {total:+.1f}%" if total is not None else ""), err=fmt == "csv")
+    _print_rows(list(diff_lib.Diff.COLUMNS), result.rows(show_all), fmt or "table")
+    if fail_above is not None:
+        found = result.regressions(fail_above, min_share)
+        if found:
+            click.echo(f"Regression above {fail_above}%: " + "; ".join(found), err=True)
+            sys.exit(REGRESSION_EXIT)

@@ -1,0 +1,194 @@
+"""`kwh diff`: what changed between two sets of runs, kernel identity by kernel identity.
+
+A side is one run id (or a unique prefix of one) or a selector `key=value[,key=value...]` over runs:
+model, gpu, date (the run date), tool, or tag.NAME. Each side's time of a kernel identity is its GPU
+time per run, averaged over the side's runs (a run without the kernel counts as 0), so sides with
+different numbers of runs compare fairly. ncu runs compare through `kernels` (with their bottleneck
+class); nsys and PyTorch-trace runs through `kernel_launches`.
+
+With two or more runs on both sides each kernel gets a significance note from Welch's t statistic
+over its per-run times (|t| >= 2: significant); with one run on a side there is no estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from kwarehouse.errors import KwhError
+from kwarehouse.store import Warehouse
+
+SELECTOR_KEYS = {"model": "model", "gpu": "gpu", "date": "CAST(run_date AS VARCHAR)", "tool": "tool"}
+RUN_ID = re.compile(r"^[0-9a-f]{4,16}$")
+T_SIGNIFICANT = 2.0
+
+
+@dataclass
+class KernelChange:
+    kernel_id: str
+    kernel_base: str
+    library: str
+    op_class: str
+    change: str                      # slower, faster, appeared, disappeared, bottleneck changed, unchanged
+    baseline_ns: float               # GPU time per run
+    candidate_ns: float
+    delta_pct: float | None
+    baseline_share_pct: float
+    candidate_share_pct: float
+    baseline_bottleneck: str | None
+    candidate_bottleneck: str | None
+    significance: str
+
+
+@dataclass
+class Diff:
+    baseline_runs: list[str]
+    candidate_runs: list[str]
+    baseline_total_ns: float
+    candidate_total_ns: float
+    kernels: list[KernelChange] = field(default_factory=list)
+
+    @property
+    def total_delta_pct(self) -> float | None:
+        return _pct(self.baseline_total_ns, self.candidate_total_ns)
+
+    COLUMNS = ("kernel_id", "kernel_base", "library", "op_class", "change", "baseline_ns", "candidate_ns",
+               "delta_pct", "baseline_share_pct", "candidate_share_pct", "baseline_bottleneck",
+               "candidate_bottleneck", "significance")
+
+    def rows(self, include_unchanged: bool = False) -> list[tuple]:
+        return [tuple(getattr(k, c) for c in self.COLUMNS) for k in self.kernels
+                if include_unchanged or k.change != "unchanged"]
+
+    def regressions(self, limit_pct: float, min_share_pct: float = 0.0) -> list[str]:
+        """What grew by more than limit_pct: the total, or a kernel present on both sides."""
+        found = []
+        if (self.total_delta_pct or 0) > limit_pct:
+            found.append(f"total GPU time +{self.total_delta_pct:.1f}%")
+        for k in self.kernels:
+            if (k.delta_pct is not None and k.change != "appeared" and k.delta_pct > limit_pct
+                    and max(k.baseline_share_pct, k.candidate_share_pct) >= min_share_pct):
+                found.append(f"{k.kernel_base} +{k.delta_pct:.1f}%")
+        return found
+
+
+def _pct(before: float, after: float) -> float | None:
+    return None if not before else 100.0 * (after - before) / before
+
+
+def resolve(warehouse: Warehouse, selector: str) -> list[tuple[str, str]]:
+    """(run_id, tool) of the runs a selector names; an error when none."""
+    con = warehouse.connect()
+    try:
+        text = selector.strip()
+        if RUN_ID.match(text):
+            found = con.execute("SELECT run_id, tool FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id",
+                                [text]).fetchall()
+            if len(found) > 1:
+                raise KwhError(f"run id prefix {text!r} is ambiguous: {', '.join(r for r, _ in found)}")
+            if found:
+                return found
+        conditions, params = [], []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            if not sep:
+                raise KwhError(f"{selector!r}: expected a run id or key=value[,key=value], e.g. model=gpt2,date=2026-11-23")
+            if key.startswith("tag."):
+                conditions.append("list_contains(map_extract(tags, ?), ?)")
+                params += [key[4:], value.strip()]
+            elif key in SELECTOR_KEYS:
+                conditions.append(f"{SELECTOR_KEYS[key]} = ?")
+                params.append(value.strip())
+            else:
+                raise KwhError(f"{selector!r}: unknown key {key!r}; use model, gpu, date, tool or tag.NAME")
+        found = con.execute(f"SELECT run_id, tool FROM runs WHERE {' AND '.join(conditions) or 'true'} "
+                            "ORDER BY run_id", params).fetchall()
+        if not found:
+            raise KwhError(f"no run matches {selector!r}; kwh sql \"SELECT run_id, model, run_date, tool FROM runs\" lists them")
+        return found
+    finally:
+        con.close()
+
+
+def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: float = 5.0) -> Diff:
+    sides = [resolve(warehouse, baseline), resolve(warehouse, candidate)]
+    tools = {tool for side in sides for _, tool in side}
+    timeline = tools != {"ncu"}
+    if timeline and "ncu" in tools:
+        raise KwhError("one side has ncu runs and the other nsys/torch runs; compare runs of one kind")
+    ids = [[run for run, _ in side] for side in sides]
+    con = warehouse.connect()
+    try:
+        per_run = [_per_run(con, side, timeline) for side in ids]
+        bottlenecks = [_bottlenecks(con, side) if not timeline else {} for side in ids]
+        names = _names(con, ids[0] + ids[1], timeline)
+    finally:
+        con.close()
+    totals = [sum(sum(times.values()) for times in side.values()) / len(ids[i]) for i, side in enumerate(per_run)]
+    result = Diff(ids[0], ids[1], totals[0], totals[1])
+    for kernel_id in sorted(set(per_run[0]) | set(per_run[1])):
+        samples = [[per_run[i].get(kernel_id, {}).get(run, 0.0) for run in ids[i]] for i in (0, 1)]
+        means = [sum(s) / len(s) for s in samples]
+        present = [kernel_id in per_run[0], kernel_id in per_run[1]]
+        delta = _pct(means[0], means[1]) if all(present) else None
+        before, after = bottlenecks[0].get(kernel_id), bottlenecks[1].get(kernel_id)
+        if not present[0]:
+            change = "appeared"
+        elif not present[1]:
+            change = "disappeared"
+        elif delta is not None and delta >= threshold_pct:
+            change = "slower"
+        elif delta is not None and delta <= -threshold_pct:
+            change = "faster"
+        elif before != after:
+            change = "bottleneck changed"
+        else:
+            change = "unchanged"
+        base, library, op_class = names[kernel_id]
+        result.kernels.append(KernelChange(
+            kernel_id, base, library, op_class, change, means[0], means[1], delta,
+            100 * means[0] / totals[0] if totals[0] else 0.0, 100 * means[1] / totals[1] if totals[1] else 0.0,
+            before, after, _significance(samples) if all(present) else "only on one side"))
+    result.kernels.sort(key=lambda k: (-abs(k.candidate_ns - k.baseline_ns), k.kernel_id))
+    return result
+
+
+def _per_run(con, runs: list[str], timeline: bool) -> dict[str, dict[str, float]]:
+    table = "kernel_launches" if timeline else "kernels"
+    only_kernels = "AND activity = 'kernel'" if timeline else ""
+    rows = con.execute(f"SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM {table} "
+                       f"WHERE list_contains(?, run_id) {only_kernels} GROUP BY ALL", [runs]).fetchall()
+    out: dict[str, dict[str, float]] = {}
+    for kernel_id, run_id, ns in rows:
+        out.setdefault(kernel_id, {})[run_id] = ns or 0.0
+    return out
+
+
+def _bottlenecks(con, runs: list[str]) -> dict[str, str]:
+    """The bottleneck class holding most of each kernel identity's time on one side."""
+    rows = con.execute("SELECT kernel_id, arg_max(bottleneck, ns) FROM (SELECT kernel_id, bottleneck, "
+                       "sum(duration_ns) AS ns FROM bottleneck_class WHERE list_contains(?, run_id) GROUP BY ALL) "
+                       "GROUP BY kernel_id", [runs]).fetchall()
+    return dict(rows)
+
+
+def _names(con, runs: list[str], timeline: bool) -> dict[str, tuple[str, str, str]]:
+    table = "kernel_launches" if timeline else "kernels"
+    rows = con.execute(f"SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM {table} "
+                       "WHERE list_contains(?, run_id) GROUP BY kernel_id", [runs]).fetchall()
+    return {k: (b, lib, op) for k, b, lib, op in rows}
+
+
+def _significance(samples: list[list[float]]) -> str:
+    if min(len(s) for s in samples) < 2:
+        return "one run on a side: no estimate"
+    means = [sum(s) / len(s) for s in samples]
+    variances = [sum((x - m) ** 2 for x in s) / (len(s) - 1) for s, m in zip(samples, means)]
+    spread = math.sqrt(sum(v / len(s) for v, s in zip(variances, samples)))
+    if spread == 0:
+        return "significant (no run-to-run spread)" if means[0] != means[1] else "identical"
+    t = (means[1] - means[0]) / spread
+    verdict = "significant" if abs(t) >= T_SIGNIFICANT else "within run-to-run noise"
+    return f"{verdict} (Welch t={t:.1f})"
