@@ -12,6 +12,9 @@ import pyarrow as pa
 from kwarehouse.errors import KwhError
 
 PARTITION_COLUMNS = ("model", "gpu")
+# Tables partitioned otherwise: the daily rollups, by day.
+TABLE_PARTITIONS = {"rollup_kernels_daily": ("day",), "rollup_libraries_daily": ("day",)}
+ROLLUP_TABLES = tuple(TABLE_PARTITIONS)
 
 
 @dataclass(frozen=True)
@@ -22,13 +25,13 @@ class TableSchema:
     sql_types: tuple[tuple[str, str], ...]  # (column, DuckDB type) in order, for typed empty views
 
     @property
-    def file_schema(self) -> pa.Schema:
-        """Columns stored inside the Parquet files: the partition columns live in directory names."""
-        return pa.schema([f for f in self.arrow if f.name not in PARTITION_COLUMNS])
+    def partition_columns(self) -> tuple[str, ...]:
+        return TABLE_PARTITIONS.get(self.name, PARTITION_COLUMNS)
 
     @property
-    def partitioned(self) -> bool:
-        return all(c in self.arrow.names for c in PARTITION_COLUMNS)
+    def file_schema(self) -> pa.Schema:
+        """Columns stored inside the Parquet files: the partition columns live in directory names."""
+        return pa.schema([f for f in self.arrow if f.name not in self.partition_columns])
 
 
 def schema_sql() -> str:

@@ -211,3 +211,45 @@ CREATE TABLE nvtx_summaries (
     stddev_ns           DOUBLE,
     time_pct            DOUBLE
 );
+
+-- Daily rollup of ncu kernels (kwh rollup): per day, model, GPU and kernel identity. The day of a run is
+-- its manifest date, else the day it was ingested (UTC). Averages are time-weighted.
+CREATE TABLE rollup_kernels_daily (
+    day                     DATE NOT NULL,     -- partition
+    model                   VARCHAR NOT NULL,
+    gpu                     VARCHAR NOT NULL,
+    kernel_id               VARCHAR NOT NULL,
+    library                 VARCHAR NOT NULL,
+    op_class                VARCHAR NOT NULL,
+    kernel_base             VARCHAR NOT NULL,
+    launches                BIGINT NOT NULL,
+    runs                    BIGINT NOT NULL,
+    total_ns                DOUBLE NOT NULL,
+    mean_ns                 DOUBLE,
+    sm_pct                  DOUBLE,
+    dram_pct                DOUBLE,
+    mem_pct                 DOUBLE,
+    l1_hit_pct              DOUBLE,
+    l2_hit_pct              DOUBLE,
+    achieved_occupancy_pct  DOUBLE,
+    top_stall_reason        VARCHAR,           -- largest time-weighted warp stall reason ("selected" excluded)
+    compute_bound_pct       DOUBLE,            -- share of the identity's time in each bottleneck class
+    memory_bound_pct        DOUBLE,
+    cache_inefficient_pct   DOUBLE,
+    latency_bound_pct       DOUBLE,
+    launch_overhead_pct     DOUBLE,
+    mixed_pct               DOUBLE
+);
+
+-- Daily rollup per library: per day, model and GPU.
+CREATE TABLE rollup_libraries_daily (
+    day                     DATE NOT NULL,     -- partition
+    model                   VARCHAR NOT NULL,
+    gpu                     VARCHAR NOT NULL,
+    library                 VARCHAR NOT NULL,
+    launches                BIGINT NOT NULL,
+    runs                    BIGINT NOT NULL,
+    kernel_ids              BIGINT NOT NULL,
+    total_ns                DOUBLE NOT NULL,
+    time_pct                DOUBLE             -- share of the day's GPU time of that model and GPU
+);

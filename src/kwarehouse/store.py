@@ -20,19 +20,20 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from kwarehouse import normalize, schema, views
 from kwarehouse.errors import KwhError
 
-CATALOG_VERSION = 1
+CATALOG_VERSION = 2   # 2: parquet_runs, retired_files, rollup_files, rollup_state
 _meta = sa.MetaData()
 catalog_info = sa.Table("catalog_info", _meta, sa.Column("key", sa.String, primary_key=True),
                         sa.Column("value", sa.String, nullable=False))
@@ -58,6 +59,33 @@ catalog_parquet = sa.Table(
     sa.Column("table_name", sa.String, nullable=False),
     sa.Column("run_id", sa.String, sa.ForeignKey("runs.run_id"), nullable=False, index=True),
 )
+
+
+# Which runs a Parquet file holds rows of: one for a file a run wrote, several after kwh compact.
+catalog_parquet_runs = sa.Table(
+    "parquet_runs", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("run_id", sa.String, primary_key=True, index=True),
+)
+# Files replaced (by a newer commit or a compaction) that readers holding an older view may still
+# read: deleted by a later writer once RETIRE_GRACE has passed.
+catalog_retired = sa.Table(
+    "retired_files", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("retired_at", sa.DateTime, nullable=False),
+)
+catalog_rollup_files = sa.Table(
+    "rollup_files", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("table_name", sa.String, nullable=False),
+    sa.Column("day", sa.String, nullable=False),
+)
+catalog_rollup_state = sa.Table(
+    "rollup_state", _meta,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("value", sa.String, nullable=False),
+)
+RETIRE_GRACE = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -117,6 +145,12 @@ class Warehouse:
                 elif int(version) > CATALOG_VERSION:
                     raise KwhError(f"{self.root}: catalog version {version} is newer than this kwh "
                                    f"understands ({CATALOG_VERSION}); upgrade kwarehouse")
+                elif int(version) < 2:
+                    # version 1 kept one run per file in parquet_files.run_id
+                    con.execute(catalog_parquet_runs.insert().from_select(
+                        ["path", "run_id"], sa.select(catalog_parquet.c.path, catalog_parquet.c.run_id)))
+                    con.execute(catalog_info.update().where(catalog_info.c.key == "version")
+                                .values(value=str(CATALOG_VERSION)))
         return self._engine
 
     def ingested_run(self, sha256: str) -> str | None:
@@ -126,11 +160,17 @@ class Warehouse:
                                .where(catalog_files.c.sha256 == sha256)).scalar()
 
     def committed_files(self, table: str, run_id: str | None = None) -> list[Path]:
-        query = sa.select(catalog_parquet.c.path).where(catalog_parquet.c.table_name == table)
-        if run_id is not None:
-            query = query.where(catalog_parquet.c.run_id == run_id)
+        if table in schema.ROLLUP_TABLES:
+            query = (sa.select(catalog_rollup_files.c.path).where(catalog_rollup_files.c.table_name == table)
+                     .order_by(catalog_rollup_files.c.path))
+        else:
+            query = sa.select(catalog_parquet.c.path).where(catalog_parquet.c.table_name == table)
+            if run_id is not None:
+                query = query.where(catalog_parquet.c.path.in_(
+                    sa.select(catalog_parquet_runs.c.path).where(catalog_parquet_runs.c.run_id == run_id)))
+            query = query.order_by(catalog_parquet.c.path)
         with self.engine.connect() as con:
-            return [self.root / p for p in con.execute(query.order_by(catalog_parquet.c.path)).scalars()]
+            return [self.root / p for p in con.execute(query).scalars()]
 
     def run_exists(self, run_id: str) -> bool:
         with self.engine.connect() as con:
@@ -157,11 +197,15 @@ class Warehouse:
         """The committed rows of one run, per table, partition columns included."""
         out = {}
         for name, spec in schema.tables().items():
+            if name in schema.ROLLUP_TABLES:
+                continue
             files = self.committed_files(name, run_id)
             if files:
-                out[name] = pa.concat_tables(
+                table = pa.concat_tables(
                     [_with_columns_of(_with_partitions(pq.read_table(f), f.relative_to(self.root)), spec.arrow)
                      for f in files])
+                # a compacted file holds the rows of several runs
+                out[name] = table.filter(pc.equal(table["run_id"], run_id))
         return out
 
     def runs(self) -> list[tuple[str, str, str]]:
@@ -178,18 +222,30 @@ class Warehouse:
         Call inside writer()."""
         txn = uuid.uuid4().hex[:12]
         stage = self.staging / txn
-        moves = []
+        moves: list[tuple[Path, Path, str, tuple[str, ...]]] = []   # staged, relative, table, runs
         for name, table in tables.items():
-            spec = schema.tables()[name]
             table = schema.conform(name, table)
             relative = (Path(name) / f"model={partition_value(model)}" / f"gpu={partition_value(gpu)}"
                         / f"{run_id}-{txn}.parquet")
-            staged = stage / relative
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table.select(spec.file_schema.names), staged, compression="zstd")
-            moves.append((staged, relative, name))
-        old = {name: self.committed_files(name, run_id) for name in schema.tables()}
-        for staged, relative, _ in moves:
+            self._stage(stage, relative, name, table)
+            moves.append((stage / relative, relative, name, (run_id,)))
+        # Files this run shares with other runs (after kwh compact) are rewritten without its rows.
+        retired: list[str] = []
+        with self.engine.connect() as con:
+            old_paths = list(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name).where(
+                catalog_parquet.c.path.in_(sa.select(catalog_parquet_runs.c.path)
+                                           .where(catalog_parquet_runs.c.run_id == run_id)))))
+            for path, name in old_paths:
+                others = [r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
+                    catalog_parquet_runs.c.path == path)).scalars() if r != run_id]
+                retired.append(path)
+                if others:
+                    kept = pq.read_table(self.root / path)
+                    kept = kept.filter(pc.not_equal(kept["run_id"], run_id))
+                    relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
+                    self._stage(stage, relative, name, kept, conformed=True)
+                    moves.append((stage / relative, relative, name, tuple(sorted(others))))
+        for staged, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staged, self.root / relative)
         now = datetime.now(UTC).replace(tzinfo=None)
@@ -202,34 +258,145 @@ class Warehouse:
             else:
                 con.execute(catalog_runs.update().where(catalog_runs.c.run_id == run_id)
                             .values(model=model, gpu=gpu, updated_at=now))
-            con.execute(catalog_parquet.delete().where(catalog_parquet.c.run_id == run_id))
-            con.execute(catalog_parquet.insert(), [
-                {"path": relative.as_posix(), "table_name": name, "run_id": run_id}
-                for _, relative, name in moves])
+            self._swap_files(con, retired, moves, now)
             for f in files:
                 con.execute(catalog_files.insert().values(sha256=f.sha256, path=f.path, format=f.format,
                                                           run_id=run_id, ingested_at=now))
         shutil.rmtree(stage, ignore_errors=True)
-        for paths in old.values():
-            for path in paths:
-                path.unlink(missing_ok=True)
+
+    def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table, conformed: bool = False) -> None:
+        spec = schema.tables()[name]
+        staged = stage / relative
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        if not conformed:
+            table = table.select(spec.file_schema.names)
+        pq.write_table(table, staged, compression="zstd")
+
+    @staticmethod
+    def _swap_files(con, retired: list[str], moves, now: datetime) -> None:
+        """In one catalog transaction: the old files leave the views, the new ones join them."""
+        if retired:
+            con.execute(catalog_parquet_runs.delete().where(catalog_parquet_runs.c.path.in_(retired)))
+            con.execute(catalog_parquet.delete().where(catalog_parquet.c.path.in_(retired)))
+            con.execute(catalog_retired.insert(), [{"path": p, "retired_at": now} for p in retired])
+        for _, relative, name, runs in moves:
+            con.execute(catalog_parquet.insert().values(path=relative.as_posix(), table_name=name, run_id=runs[0]))
+            con.execute(catalog_parquet_runs.insert(), [{"path": relative.as_posix(), "run_id": r} for r in runs])
+
+    def compact(self) -> list[str]:
+        """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
+
+        Call inside writer(). The new file and the old files' retirement commit in one catalog
+        transaction; the old files stay on disk for readers of the previous view until a later writer
+        finds them retired for longer than RETIRE_GRACE."""
+        merged = []
+        txn = uuid.uuid4().hex[:12]
+        stage = self.staging / txn
+        with self.engine.connect() as con:
+            listing = list(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name)))
+            runs_of = {}
+            for path, run_id in con.execute(sa.select(catalog_parquet_runs.c.path, catalog_parquet_runs.c.run_id)):
+                runs_of.setdefault(path, set()).add(run_id)
+        partitions: dict[tuple[str, str], list[str]] = {}
+        for path, name in listing:
+            partitions.setdefault((name, Path(path).parent.as_posix()), []).append(path)
+        moves, retired = [], []
+        for (name, folder), paths in sorted(partitions.items()):
+            if len(paths) < 2:
+                continue
+            spec = schema.tables()[name]
+            table = pa.concat_tables([_with_columns_of(pq.read_table(self.root / p), spec.file_schema)
+                                      for p in sorted(paths)])
+            relative = Path(folder) / f"compact-{txn}.parquet"
+            self._stage(stage, relative, name, table, conformed=True)
+            runs = tuple(sorted(set().union(*(runs_of.get(p, set()) for p in paths))))
+            moves.append((stage / relative, relative, name, runs))
+            retired.extend(paths)
+            merged.append(f"{folder}: {len(paths)} files into 1")
+        if not moves:
+            return merged
+        for staged, relative, _, _ in moves:
+            os.replace(staged, self.root / relative)
+        with self.engine.begin() as con:
+            self._swap_files(con, retired, moves, datetime.now(UTC).replace(tzinfo=None))
+        shutil.rmtree(stage, ignore_errors=True)
+        return merged
+
+    def commit_rollup(self, tables: dict[tuple[str, str], pa.Table], state: dict[str, str],
+                      drop_days: dict[str, list[str]] | None = None) -> None:
+        """Replace the rollup files of the given (table, day)s and record `state`, all or nothing.
+
+        Call inside writer(). drop_days: days whose rollup rows no longer exist, per table."""
+        txn = uuid.uuid4().hex[:12]
+        stage = self.staging / txn
+        moves = []
+        for (name, day), table in sorted(tables.items()):
+            relative = Path(name) / f"day={day}" / f"{txn}.parquet"
+            self._stage(stage, relative, name, schema.conform(name, table))
+            moves.append((relative, name, day))
+        for relative, _, _ in moves:
+            (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / relative, self.root / relative)
+        now = datetime.now(UTC).replace(tzinfo=None)
+        replaced = [(name, day) for _, name, day in moves] + [
+            (name, day) for name, days in (drop_days or {}).items() for day in days]
+        with self.engine.begin() as con:
+            for name, day in replaced:
+                condition = sa.and_(catalog_rollup_files.c.table_name == name, catalog_rollup_files.c.day == day)
+                old = list(con.execute(sa.select(catalog_rollup_files.c.path).where(condition)).scalars())
+                con.execute(catalog_rollup_files.delete().where(condition))
+                if old:
+                    con.execute(catalog_retired.insert(), [{"path": p, "retired_at": now} for p in old])
+            for relative, name, day in moves:
+                con.execute(catalog_rollup_files.insert().values(path=relative.as_posix(), table_name=name, day=day))
+            for key, value in state.items():
+                con.execute(catalog_rollup_state.delete().where(catalog_rollup_state.c.name == key))
+                con.execute(catalog_rollup_state.insert().values(name=key, value=value))
+        shutil.rmtree(stage, ignore_errors=True)
+
+    def rollup_state(self) -> dict[str, str]:
+        with self.engine.connect() as con:
+            return dict(con.execute(sa.select(catalog_rollup_state.c.name, catalog_rollup_state.c.value)).all())
+
+    def rollup_days(self) -> dict[str, list[str]]:
+        with self.engine.connect() as con:
+            out: dict[str, list[str]] = {}
+            for name, day in con.execute(sa.select(catalog_rollup_files.c.table_name, catalog_rollup_files.c.day)):
+                out.setdefault(name, []).append(day)
+            return out
+
+    def run_updates(self) -> list[tuple[str, datetime]]:
+        """(run_id, updated_at) of every run: what kwh rollup compares with its watermark."""
+        with self.engine.connect() as con:
+            return list(con.execute(sa.select(catalog_runs.c.run_id, catalog_runs.c.updated_at)).all())
 
     def repair(self) -> list[str]:
-        """Remove what an interrupted writer left: staging files and uncatalogued Parquet files."""
+        """Remove what an interrupted writer left (staging files, Parquet files the catalog does not
+        list) and retired files older than RETIRE_GRACE."""
         repairs = []
         if self.staging.exists():
             leftovers = [p for p in self.staging.rglob("*") if p.is_file()]
             if leftovers:
                 repairs.append(f"removed {len(leftovers)} staged file(s) of an interrupted ingest")
             shutil.rmtree(self.staging, ignore_errors=True)
+        now = datetime.now(UTC).replace(tzinfo=None)
         with self.engine.connect() as con:
             known = set(con.execute(sa.select(catalog_parquet.c.path)).scalars())
+            known |= set(con.execute(sa.select(catalog_rollup_files.c.path)).scalars())
+            retired = dict(con.execute(sa.select(catalog_retired.c.path, catalog_retired.c.retired_at)).all())
+        expired = [p for p, at in retired.items() if now - at > RETIRE_GRACE]
+        if expired:
+            with self.engine.begin() as con:
+                con.execute(catalog_retired.delete().where(catalog_retired.c.path.in_(expired)))
+            for path in expired:
+                (self.root / path).unlink(missing_ok=True)
         for name in schema.tables():
             table_dir = self.root / name
             if not table_dir.exists():
                 continue
             for path in table_dir.rglob("*.parquet"):
-                if path.relative_to(self.root).as_posix() not in known:
+                relative = path.relative_to(self.root).as_posix()
+                if relative not in known and relative not in retired:
                     path.unlink()
                     repairs.append(f"removed {path.relative_to(self.root)}: written by an interrupted "
                                    "ingest and never committed")
@@ -245,8 +412,9 @@ class Warehouse:
             typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
             if files:
                 listing = ", ".join(sql_string(str(f)) for f in files)
+                hive_types = ", ".join(f"'{c}': {dict(spec.sql_types)[c]}" for c in spec.partition_columns)
                 source = (f"read_parquet([{listing}], hive_partitioning = true, union_by_name = true, "
-                          "hive_types = {'model': VARCHAR, 'gpu': VARCHAR})")
+                          f"hive_types = {{{hive_types}}})")
                 # The empty typed row set first, so files an older kwh wrote without a newer column
                 # read as NULL in it (kwh renormalize fills them) and every column keeps its type.
                 statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM '
@@ -292,11 +460,14 @@ def _add_reference_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 def _with_partitions(table: pa.Table, relative: Path) -> pa.Table:
     """Add the hive partition columns a Parquet file's directory names (relative to the root) carry."""
+    spec = schema.tables()[relative.parts[0]]
     for part in relative.parent.parts:
         if "=" in part:
             key, value = part.split("=", 1)
-            if key in schema.PARTITION_COLUMNS:
-                table = table.append_column(key, pa.array([unquote(value)] * table.num_rows, pa.string()))
+            if key in spec.partition_columns:
+                field = spec.arrow.field(key)
+                column = pa.array([unquote(value)] * table.num_rows, pa.string())
+                table = table.append_column(key, column.cast(field.type) if field.type != pa.string() else column)
     return table
 
 
