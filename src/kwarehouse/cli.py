@@ -11,7 +11,9 @@ import click
 
 from kwarehouse import diff as diff_lib
 from kwarehouse import export as export_lib
+from kwarehouse import nightly as nightly_lib
 from kwarehouse import pipeline
+from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
 from kwarehouse.errors import KwhError
 from kwarehouse.store import Warehouse
@@ -360,3 +362,64 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
         if found:
             click.echo(f"Regression above {fail_above}%: " + "; ".join(found), err=True)
             sys.exit(REGRESSION_EXIT)
+
+
+@main.command()
+@click.option("--full", is_flag=True, help="Recompute every day from scratch (same result as incremental).")
+@click.pass_obj
+def rollup(warehouse: Warehouse, full):
+    """Materialize the daily rollups (rollup_kernels_daily, rollup_libraries_daily).
+
+    Incremental: only days touched by runs committed since the last rollup are recomputed.
+
+    \b
+    Example:
+      kwh rollup
+      kwh rollup --full
+    """
+    _require_warehouse(warehouse)
+    report = rollup_lib.rollup(warehouse, full=full)
+    for line in report.repairs:
+        click.echo(f"Repaired: {line}", err=True)
+    click.echo(f"rolled up {len(report.days)} day(s)" + (f": {', '.join(report.days)}" if report.days else "")
+               + (f"; dropped {', '.join(report.dropped)}" if report.dropped else ""))
+
+
+@main.command()
+@click.pass_obj
+def compact(warehouse: Warehouse):
+    """Merge each partition's Parquet files into one; query results do not change.
+
+    Readers never see a gap or a duplicate: the merged file replaces the small ones in one catalog
+    transaction, and the small ones stay on disk until a later writer finds them unused.
+
+    \b
+    Example:
+      kwh compact
+    """
+    _require_warehouse(warehouse)
+    merged = pipeline.compact(warehouse)
+    click.echo(f"compacted {len(merged)} partition(s)")
+
+
+@main.command()
+@click.argument("drop", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.pass_obj
+def nightly(warehouse: Warehouse, drop):
+    """The scheduled job: ingest DROP folder(s), roll up the touched days, compact; one summary line.
+
+    Exit status 1 when any file failed (the rest still goes in). See deploy/ for cron, systemd
+    and CI examples.
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh nightly /data/drop
+    """
+    report = nightly_lib.nightly(warehouse, list(drop))
+    for line in report.ingest.repairs:
+        click.echo(f"Repaired: {line}", err=True)
+    for line in report.ingest.failed:
+        click.echo(f"Error: {line}", err=True)
+    click.echo(report.summary())
+    if not report.ok:
+        sys.exit(1)

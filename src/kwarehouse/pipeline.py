@@ -423,3 +423,9 @@ def _rule_rows(rules: pl.DataFrame) -> pl.DataFrame:
                               pl.when(pl.col("rule_type") != "").then(pl.col("rule_type")).alias("rule_type"),
                               pl.when(pl.col("speedup_type") != "").then(pl.col("speedup_type"))
                               .alias("speedup_type")).drop("speedup_text")
+
+
+def compact(warehouse: Warehouse) -> list[str]:
+    """Merge the small Parquet files of every partition (see Warehouse.compact)."""
+    with warehouse.writer():
+        return warehouse.compact()

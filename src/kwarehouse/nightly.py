@@ -1,0 +1,37 @@
+"""`kwh nightly`: the scheduled job. Ingest a drop folder, roll up the days it touched, compact.
+
+Every step runs even when an earlier one reported bad files (the good ones still go in), and the
+job fails (non-zero exit) when any step failed, so cron, systemd and CI all notice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kwarehouse import pipeline, rollup
+from kwarehouse.store import Warehouse
+
+
+@dataclass
+class NightlyReport:
+    ingest: pipeline.IngestReport
+    rolled_up: list[str] = field(default_factory=list)
+    compacted: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.ingest.ok
+
+    def summary(self) -> str:
+        runs = self.ingest.runs
+        return (f"nightly {'ok' if self.ok else 'FAILED'}: ingested {len(runs)} run(s), "
+                f"{sum(r.kernels for r in runs)} kernels, {len(self.ingest.failed)} file(s) failed; "
+                f"rolled up {len(self.rolled_up)} day(s); compacted {len(self.compacted)} partition(s)")
+
+
+def nightly(warehouse: Warehouse, drop: list[Path]) -> NightlyReport:
+    report = NightlyReport(pipeline.ingest(drop, warehouse))
+    report.rolled_up = rollup.rollup(warehouse).days
+    report.compacted = pipeline.compact(warehouse)
+    return report

@@ -1,0 +1,252 @@
+"""Operating the warehouse: rollups, compaction, run diffs, extracts and the nightly job."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from kwarehouse import diff, export, nightly, pipeline, rollup, views
+from kwarehouse.cli import REGRESSION_EXIT, main
+from kwarehouse.store import Warehouse
+
+
+def rows(warehouse: Warehouse, sql: str):
+    con = warehouse.connect()
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def dated_copy(tmp_path, folder: str, day: str, name: str | None = None):
+    """A copy of a test export folder whose manifest says the run was made on `day`."""
+    target = tmp_path / (name or f"{folder}-{day}")
+    shutil.copytree(DATA / folder, target)
+    manifest = target / "manifest.ncu.json"
+    data = json.loads(manifest.read_text()) if manifest.exists() else {"model": name or folder}
+    data["date"] = day
+    manifest.write_text(json.dumps(data))
+    return target
+
+
+ROLLUPS = ("rollup_kernels_daily", "rollup_libraries_daily")
+
+
+def rollup_rows(warehouse: Warehouse) -> dict[str, list[tuple]]:
+    return {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ROLLUPS}
+
+
+def rollup_files(warehouse: Warehouse) -> dict[str, list[str]]:
+    return {name: sorted(p.relative_to(warehouse.root).as_posix() for p in warehouse.committed_files(name))
+            for name in ROLLUPS}
+
+
+@pytest.fixture
+def three_days(tmp_path):
+    return [dated_copy(tmp_path, "ncu-gpt2-h100", "2026-11-20"), dated_copy(tmp_path, "ncu-llama-h100-variants", "2026-11-21"),
+            dated_copy(tmp_path, "ncu-custom-cupy-h100", "2026-11-22")]
+
+
+def test_incremental_rollup_equals_full(tmp_path, three_days):
+    incremental = Warehouse(tmp_path / "inc")
+    pipeline.ingest(three_days[:2], incremental)
+    assert rollup.rollup(incremental).days == ["2026-11-20", "2026-11-21"]
+    pipeline.ingest(three_days[2:], incremental)
+    assert rollup.rollup(incremental).days == ["2026-11-22"]
+    full = Warehouse(tmp_path / "full")
+    pipeline.ingest(three_days, full)
+    rollup.rollup(full, full=True)
+    assert rollup_rows(incremental) == rollup_rows(full)
+    rollup.rollup(incremental, full=True)
+    assert rollup_rows(incremental) == rollup_rows(full)
+
+
+def test_rollup_twice_changes_nothing(tmp_path, three_days):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest(three_days, warehouse)
+    rollup.rollup(warehouse)
+    before, files = rollup_rows(warehouse), rollup_files(warehouse)
+    assert rollup.rollup(warehouse).days == []
+    assert rollup_rows(warehouse) == before and rollup_files(warehouse) == files
+
+
+def test_a_late_run_rewrites_only_its_day(tmp_path, three_days):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest(three_days, warehouse)
+    rollup.rollup(warehouse)
+    files = rollup_files(warehouse)
+    late = dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")
+    pipeline.ingest([late], warehouse)
+    assert rollup.rollup(warehouse).days == ["2026-11-21"]
+    after = rollup_files(warehouse)
+    for name in ROLLUPS:
+        changed = sorted(set(files[name]) ^ set(after[name]))
+        assert changed and all("day=2026-11-21" in path for path in changed), name
+    assert rows(warehouse, "SELECT DISTINCT model FROM rollup_kernels_daily WHERE day = DATE '2026-11-21' "
+                           "ORDER BY 1") == [("llama",), ("vecadd",)]
+
+
+def test_rollup_numbers_by_hand(tmp_path, three_days):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest(three_days, warehouse)
+    rollup.rollup(warehouse)
+    (launches, total, top, memory), = rows(
+        warehouse, "SELECT launches, total_ns, top_stall_reason, cache_inefficient_pct FROM rollup_kernels_daily "
+                   "WHERE kernel_base = 'saxpy'")
+    assert (launches, total, memory) == (1, 71488.0, 100.0)
+    assert top == "long_scoreboard"
+    assert rows(warehouse, "SELECT sum(time_pct) FROM rollup_libraries_daily WHERE model = 'custom_cupy'") == [
+        (pytest.approx(100.0),)]
+
+
+TABLES = ("runs", "kernels", "metrics", "rules", "kernel_launches", "kernel_summaries", "nvtx_summaries")
+
+
+def everything(warehouse: Warehouse) -> dict[str, list[tuple]]:
+    con = warehouse.connect()
+    try:
+        out = {}
+        for name in TABLES + tuple(views.all_views()):
+            columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
+            kept = ", ".join(c for c in columns if c not in ("ingested_at",))
+            out[name] = sorted(con.execute(f"SELECT {kept} FROM {name}").fetchall(), key=repr)
+        return out
+    finally:
+        con.close()
+
+
+def close(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_compaction_keeps_every_query_result(ingested):
+    before = everything(ingested)
+    reader = duckdb.connect(str(ingested.duckdb_path), read_only=True)   # opened before compaction
+    merged = pipeline.compact(ingested)
+    assert "runs/model=gpt2/gpu=NVIDIA H100 80GB HBM3: 2 files into 1" in merged   # its ncu and torch runs
+    after = everything(ingested)
+    assert before.keys() == after.keys()
+    for name in before:
+        assert close(before[name], after[name]), name
+    # a reader of the previous view still sees every row once: the small files are retired, not gone
+    assert reader.execute("SELECT count(*) FROM runs WHERE model = 'gpt2'").fetchall() == [(2,)]
+    assert len(list((ingested.root / "runs" / "model=gpt2").rglob("*.parquet"))) == 3
+    assert rows(ingested, "SELECT count(*) FROM runs WHERE model = 'gpt2'") == [(2,)]
+    assert pipeline.compact(ingested) == []
+
+
+def test_a_run_in_a_compacted_file_can_still_grow(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for name in ("gpt2.raw.csv", "manifest.ncu.json"):
+        shutil.copy(DATA / "ncu-gpt2-h100" / name, folder)
+    other = dated_copy(tmp_path, "ncu-gpt2-h100", "2026-11-01", name="other")
+    (other / "gpt2.details.csv").unlink()
+    pipeline.ingest([folder, other], warehouse)
+    pipeline.compact(warehouse)
+    shutil.copy(DATA / "ncu-gpt2-h100" / "gpt2.details.csv", folder)
+    report = pipeline.ingest([folder], warehouse)
+    assert [r.new for r in report.runs] == [False]
+    assert rows(warehouse, "SELECT count(DISTINCT run_id), count(*) FROM kernels") == [(2, 6)]
+    assert rows(warehouse, "SELECT count(*) > 0 FROM rules") == [(True,)]
+
+
+def test_diff_of_two_models_by_hand(ingested):
+    result = diff.diff(ingested, "model=gpt2,tool=ncu", "model=llama,tool=ncu")
+    got = {(k.kernel_base, k.change) for k in result.kernels}
+    gather = next(k for k in result.kernels if k.kernel_base == "at::native::vectorized_gather_kernel")
+    gpt2 = dict(rows(ingested, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'gpt2'"))
+    llama = dict(rows(ingested, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'llama'"))
+    assert gather.change == ("slower" if llama[gather.kernel_id] > gpt2[gather.kernel_id] * 1.05 else
+                             "faster" if llama[gather.kernel_id] < gpt2[gather.kernel_id] * 0.95 else "unchanged")
+    assert gather.delta_pct == pytest.approx(100 * (llama[gather.kernel_id] - gpt2[gather.kernel_id]) / gpt2[gather.kernel_id])
+    assert result.total_delta_pct == pytest.approx(100 * (sum(llama.values()) - sum(gpt2.values())) / sum(gpt2.values()))
+    only_gpt2 = set(gpt2) - set(llama)
+    assert {k.kernel_id for k in result.kernels if k.change == "disappeared"} == only_gpt2
+    assert {k.kernel_id for k in result.kernels if k.change == "appeared"} == set(llama) - set(gpt2)
+    assert ("at::native::vectorized_gather_kernel", gather.change) in got
+
+
+def test_diff_of_one_model_with_a_changed_manifest(tmp_path):
+    """The same report exported twice (default and mangled names), under manifests of two dates."""
+    warehouse = Warehouse(tmp_path / "wh")
+    first, second = (dated_copy(tmp_path, "ncu-gpt2-h100", day) for day in ("2026-11-20", "2026-11-21"))
+    for folder, keep in ((first, "gpt2.raw.csv"), (second, "gpt2.raw.mangled.csv")):
+        for path in folder.glob("gpt2.*"):
+            if path.name != keep:
+                path.unlink()
+    pipeline.ingest([first, second], warehouse)
+    result = diff.diff(warehouse, "model=gpt2,date=2026-11-20", "model=gpt2,date=2026-11-21")
+    assert len(result.baseline_runs) == len(result.candidate_runs) == 1
+    assert [k.change for k in result.kernels] == ["unchanged"] * 3 and result.total_delta_pct == 0
+    assert all(k.significance == "one run on a side: no estimate" for k in result.kernels)
+    assert result.regressions(0.0) == []
+
+
+def test_diff_gate_and_selectors_on_the_cli(ingested):
+    runner = CliRunner()
+    def run(*args):
+        return runner.invoke(main, ["--warehouse", str(ingested.root), *args])
+    passed = run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=ncu", "--fail-above", "1")
+    assert passed.exit_code == 0 and "total +0.0%" in passed.output
+    failed = run("diff", "model=gpt2,tool=ncu", "model=llama,tool=ncu", "--fail-above", "1")
+    assert failed.exit_code == REGRESSION_EXIT and "Regression above 1.0%: " in failed.output
+    assert run("diff", "model=nope", "model=gpt2").output.startswith("Error: no run matches 'model=nope'")
+    assert "unknown key 'colour'" in run("diff", "colour=red", "model=gpt2").output
+    assert "one side has ncu runs" in run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch").output
+
+
+def test_export_round_trips(ingested, tmp_path):
+    target = tmp_path / "out" / "sol.csv"
+    count = export.export(ingested, "speed_of_light", target)
+    con = ingested.connect()
+    expected = con.execute("SELECT * FROM speed_of_light").fetchall()
+    columns = [d[0] for d in con.execute("SELECT * FROM speed_of_light LIMIT 0").description]
+    with open(target, newline="", encoding="utf-8") as handle:
+        read = list(csv.reader(handle))
+    assert read[0] == columns and count == len(expected) == len(read) - 1
+    assert not any("e+" in cell or "e-" in cell.lower().replace("e-", "x", 0) and "e-0" in cell for row in read for cell in row)
+    for got, want in zip(read[1:], expected):
+        for cell, value in zip(got, want):
+            if value is None:
+                assert cell == ""
+            elif isinstance(value, float):
+                assert math.isclose(float(cell), value, rel_tol=1e-13, abs_tol=5e-10)
+            elif isinstance(value, bool):
+                assert cell == str(value).lower()
+            else:
+                assert cell == str(value)
+    # --columns keeps their order, --where filters, parquet and json write the same rows
+    export.export(ingested, "kernels", tmp_path / "k.csv", columns=["model", "duration_ns"], where="model = 'gpt2'")
+    assert (tmp_path / "k.csv").read_text().splitlines()[0] == "model,duration_ns"
+    assert len((tmp_path / "k.csv").read_text().splitlines()) == 4
+    export.export(ingested, "SELECT model, duration_ns FROM kernels", tmp_path / "k.parquet", fmt="parquet")
+    export.export(ingested, "SELECT model, duration_ns FROM kernels", tmp_path / "k.json", fmt="json")
+    parquet = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'k.parquet'}'").fetchall()
+    assert parquet == [(len(json.loads((tmp_path / 'k.json').read_text())),)] == [(rows(ingested, "SELECT count(*) FROM kernels")[0][0],)]
+
+
+def test_nightly_job(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    drop = tmp_path / "drop"
+    shutil.copytree(DATA / "ncu-custom-cupy-h100", drop / "cupy")
+    report = nightly.nightly(warehouse, [drop])
+    assert report.ok and report.rolled_up == ["2026-11-23"] or report.rolled_up
+    assert report.summary().startswith("nightly ok: ingested 1 run(s), 4 kernels, 0 file(s) failed; rolled up 1 day(s)")
+    shutil.copy(DATA / "bad" / "truncated.raw.csv", drop)
+    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root), "nightly", str(drop)])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == ("nightly FAILED: ingested 0 run(s), 0 kernels, 1 file(s) failed; "
+                                              "rolled up 0 day(s); compacted 0 partition(s)")
