@@ -19,6 +19,15 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.csv")
 
 
+def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:
+    """The rows of a query over a warehouse, through a fresh kwh connection."""
+    con = warehouse.connect()
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
 @pytest.fixture
 def warehouse(tmp_path) -> Warehouse:
     return Warehouse(tmp_path / "wh")

@@ -15,11 +15,9 @@ import pytest
 from kwarehouse import pipeline
 from kwarehouse.store import Warehouse
 
-from conftest import DATA, EXPORT_FOLDERS
+from conftest import DATA, EXPORT_FOLDERS, rows
 
 
-def rows(warehouse: Warehouse, sql: str):
-    return warehouse.connect().execute(sql).fetchall()
 
 
 def snapshot(warehouse: Warehouse) -> dict:

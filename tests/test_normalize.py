@@ -8,7 +8,7 @@ import shutil
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from conftest import DATA
+from conftest import DATA, rows
 
 from kwarehouse import normalize, pipeline
 from kwarehouse.errors import InputError
@@ -18,12 +18,6 @@ from kwarehouse.store import Warehouse
 PAIRS = DATA / "kernel-names" / "pairs.csv"
 
 
-def rows(warehouse: Warehouse, sql: str):
-    con = warehouse.connect()
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def pairs() -> list[dict]:

@@ -11,19 +11,13 @@ import shutil
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, rows
 
 from kwarehouse import diff, export, nightly, pipeline, rollup, views
 from kwarehouse.cli import REGRESSION_EXIT, main
 from kwarehouse.store import Warehouse
 
 
-def rows(warehouse: Warehouse, sql: str):
-    con = warehouse.connect()
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def dated_copy(tmp_path, folder: str, day: str, name: str | None = None):

@@ -10,7 +10,7 @@ import sqlite3
 from decimal import Decimal
 
 import pytest
-from conftest import DATA
+from conftest import DATA, rows
 
 from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError
@@ -21,12 +21,6 @@ from kwarehouse.store import Warehouse
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def rows(warehouse: Warehouse, sql: str, params=()):
-    con = warehouse.connect()
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def trace_events(name: str) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, rows
 
 from kwarehouse import pipeline, views
 from kwarehouse.errors import InputError, KwhError
@@ -22,12 +22,6 @@ def raw(path, kernel_index: int, metric: str) -> float:
     return float(frame[metric][kernel_index].replace(",", ""))
 
 
-def query(warehouse: Warehouse, sql: str, params=()):
-    con = warehouse.connect()
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -68,18 +62,18 @@ def test_views_are_in_warehouse_duckdb_too(ingested):
 def test_kernel_popularity_by_hand(cupy):
     saxpy_ns = raw(CUPY_RAW, 0, "gpu__time_duration.sum") * 1e3           # us -> ns
     total_ns = sum(raw(CUPY_RAW, i, "gpu__time_duration.sum") * 1e3 for i in range(4))
-    (launches, models, time_ns, pct), = query(
+    (launches, models, time_ns, pct), = rows(
         cupy, "SELECT launches, models, gpu_time_ns, gpu_time_pct FROM kernel_popularity WHERE kernel_base = 'saxpy'")
     assert (launches, models) == (1, 1)
     assert time_ns == pytest.approx(saxpy_ns) and pct == pytest.approx(100 * saxpy_ns / total_ns)
-    assert query(cupy, "SELECT launches, gpu_time_pct FROM kernel_popularity WHERE level = 'library' "
+    assert rows(cupy, "SELECT launches, gpu_time_pct FROM kernel_popularity WHERE level = 'library' "
                        "AND library = 'CUB/Thrust'") == [(2, pytest.approx(
         100 * (raw(CUPY_RAW, 2, "gpu__time_duration.sum") + raw(CUPY_RAW, 3, "gpu__time_duration.sum")) * 1e3 / total_ns))]
 
 
 def test_library_share_by_hand(cupy):
     durations = [raw(CUPY_RAW, i, "gpu__time_duration.sum") for i in range(4)]
-    (pct,), = query(cupy, "SELECT library_pct FROM library_share WHERE library = 'CUB/Thrust'")
+    (pct,), = rows(cupy, "SELECT library_pct FROM library_share WHERE library = 'CUB/Thrust'")
     assert pct == pytest.approx(100 * (durations[2] + durations[3]) / sum(durations))
 
 
@@ -87,16 +81,16 @@ def test_speed_of_light_by_hand(ingested):
     # the gather kernel runs once in gpt2 and once in llama: the fleet row weights each by its duration
     sm = [raw(p, 0, "sm__throughput.avg.pct_of_peak_sustained_elapsed") for p in (GPT2_RAW, LLAMA_RAW)]
     dur = [raw(p, 0, "gpu__time_duration.sum") for p in (GPT2_RAW, LLAMA_RAW)]
-    got = query(ingested, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
+    got = rows(ingested, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
                           "'at::native::vectorized_gather_kernel' ORDER BY model")
     assert got == [("gpt2", pytest.approx(sm[0])), ("llama", pytest.approx(sm[1]))]
-    (weighted,), = query(ingested, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
+    (weighted,), = rows(ingested, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
                                    "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
     assert weighted == pytest.approx((sm[0] * dur[0] + sm[1] * dur[1]) / (dur[0] + dur[1]))
 
 
 def test_cache_efficiency_by_hand(cupy):
-    (l2, dram_bytes, flagged), = query(cupy, "SELECT l2_hit_pct, dram_bytes, memory_bound_low_l2_hit "
+    (l2, dram_bytes, flagged), = rows(cupy, "SELECT l2_hit_pct, dram_bytes, memory_bound_low_l2_hit "
                                              "FROM cache_efficiency WHERE kernel_base = 'saxpy'")
     assert l2 == pytest.approx(raw(CUPY_RAW, 0, "lts__t_sector_hit_rate.pct"))
     assert dram_bytes == pytest.approx((raw(CUPY_RAW, 0, "dram__bytes_read.sum")
@@ -112,11 +106,11 @@ def test_warp_stalls_by_hand(cupy):
                if c.startswith("smsp__average_warps_issue_stalled_") and c.endswith("_per_issue_active.ratio")}
     stalls = {r: v for r, v in reasons.items() if r != "selected"}
     top = max(stalls, key=stalls.get)
-    got = query(cupy, "SELECT reason, stall_cycles_per_issue, stall_share_pct, top_reason FROM warp_stalls "
+    got = rows(cupy, "SELECT reason, stall_cycles_per_issue, stall_share_pct, top_reason FROM warp_stalls "
                       "WHERE level = 'kernel' AND kernel_base = 'saxpy' AND reason = ?", [top])
     assert got == [(top, pytest.approx(raw(CUPY_RAW, 0, stall_metric.format(top))),
                     pytest.approx(100 * stalls[top] / sum(stalls.values())), top)]
-    assert len(query(cupy, "SELECT * FROM warp_stalls WHERE level = 'kernel' AND kernel_base = 'saxpy'")) == len(reasons)
+    assert len(rows(cupy, "SELECT * FROM warp_stalls WHERE level = 'kernel' AND kernel_base = 'saxpy'")) == len(reasons)
 
 
 def test_occupancy_by_hand(cupy):
@@ -124,13 +118,13 @@ def test_occupancy_by_hand(cupy):
               for name in ("registers", "shared_mem", "warps", "blocks", "barriers")}
     fewest = min(limits.values())
     expected = "+".join(n for n in ("registers", "shared_mem", "warps", "blocks", "barriers") if limits[n] == fewest)
-    assert query(cupy, "SELECT binding_limit, blocks_per_sm FROM occupancy WHERE kernel_base = ?", [CUB]) == [
+    assert rows(cupy, "SELECT binding_limit, blocks_per_sm FROM occupancy WHERE kernel_base = ?", [CUB]) == [
         (expected, fewest)]
     assert expected == "registers+warps"
 
 
 def test_roofline_by_hand(cupy):
-    (ai, achieved, peak, bw, ridge, fraction, side), = query(
+    (ai, achieved, peak, bw, ridge, fraction, side), = rows(
         cupy, "SELECT arithmetic_intensity, achieved_flops_per_s, peak_flops_per_s, peak_dram_bytes_per_s, "
               "ridge_point, fraction_of_roof, roof_side FROM roofline WHERE level = 'launch' AND kernel_base = 'naive_sgemm'")
     dram = (raw(CUPY_RAW, 1, "dram__bytes_read.sum") + raw(CUPY_RAW, 1, "dram__bytes_write.sum")) * 1e6
@@ -147,19 +141,19 @@ def test_roofline_by_hand(cupy):
 
 
 def test_bottleneck_class_by_hand(cupy):
-    got = dict(query(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
+    got = dict(rows(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
     # saxpy: DRAM 79.7 % >= 60, L2 hit 34.0 % < 60; naive_sgemm: SM 62.1 % and memory 93.2 % both >= 60;
     # the single-tile CUB kernel runs 3.2 us < 5 us
     assert got == {"saxpy": "cache-inefficient", "naive_sgemm": "mixed", CUB: "cache-inefficient",
                    "cub::detail::reduce::DeviceReduceSingleTileKernel": "launch-overhead"}
-    (decided,), = query(cupy, "SELECT decided_by FROM bottleneck_class WHERE kernel_base = 'saxpy'")
+    (decided,), = rows(cupy, "SELECT decided_by FROM bottleneck_class WHERE kernel_base = 'saxpy'")
     assert decided == "memory_pct 79.7 >= 60.0, l2_hit_pct 34.0 < 60.0"
 
 
 def test_thresholds_are_changed_without_editing_sql(cupy):
     (cupy.root / "views").mkdir()
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit_pct,10\ntiny_kernel_ns,1000\n")
-    got = dict(query(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
+    got = dict(rows(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
     assert got["saxpy"] == "memory-bound" and got[CUB] == "cache-inefficient"      # CUB's L2 hit is 2.4 %
     assert got["cub::detail::reduce::DeviceReduceSingleTileKernel"] == "latency-bound"
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit,10\n")
@@ -168,7 +162,7 @@ def test_thresholds_are_changed_without_editing_sql(cupy):
 
 
 def test_design_signals_by_hand(cupy):
-    got = query(cupy, "SELECT subject, models, model_list, launches, gpu_time_pct, evidence FROM design_signals "
+    got = rows(cupy, "SELECT subject, models, model_list, launches, gpu_time_pct, evidence FROM design_signals "
                       "WHERE signal = 'GEMM-class kernel with low tensor-pipe use'")
     durations = [raw(CUPY_RAW, i, "gpu__time_duration.sum") for i in range(4)]
     tensor = raw(CUPY_RAW, 1, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
@@ -177,7 +171,7 @@ def test_design_signals_by_hand(cupy):
 
 
 def test_op_kernels_by_hand(ingested):
-    got = query(ingested, "SELECT framework_op, op_shapes, launches, gpu_time_ns, op_time_pct FROM op_kernels "
+    got = rows(ingested, "SELECT framework_op, op_shapes, launches, gpu_time_ns, op_time_pct FROM op_kernels "
                           "WHERE model = 'gpt2' AND kernel_base = 'at::native::vectorized_gather_kernel'")
     assert got == [("aten::gather", "[[50257, 768], [], [1024, 768], [], [1024, 768]]", 1,
                     pytest.approx(raw(GPT2_RAW, 0, "gpu__time_duration.sum") * 1e3), 100.0)]
@@ -187,7 +181,7 @@ def test_launch_shape_correlates_by_hand(ingested):
     # the same gather kernel ran with different grids in gpt2 and llama: two points on a line
     grids = [raw(p, 0, "launch__grid_size") for p in (GPT2_RAW, LLAMA_RAW)]
     durations = [raw(p, 0, "gpu__time_duration.sum") * 1e3 for p in (GPT2_RAW, LLAMA_RAW)]
-    (launches, slope, corr, slowest), = query(
+    (launches, slope, corr, slowest), = rows(
         ingested, "SELECT launches, ns_per_block, corr_duration_grid, slowest_grid_size FROM launch_shape_correlates "
                   "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
     assert launches == 2 and grids[0] != grids[1]

@@ -143,51 +143,62 @@ class NsysStatsCsv:
         return blocks
 
 
-def _number(path: Path, block: _Block, i: int, text: str) -> float | None:
-    text = text.strip().replace(",", "")
-    if text in ("", "-", "N/A", "n/a"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(path, f"{text!r} is not a number", block.lines[i]) from None
-
-
 def _scaled(header: list[str], name: str) -> tuple[int | None, float]:
     """Index of a column by base name, and the factor that turns its values into ns (or bytes)."""
     for index, column in enumerate(header):
         base, unit = _column(column)
         if base == name:
-            factor = TIME_UNITS.get(unit or "ns", SIZE_UNITS.get(unit or "", 1.0))
-            return index, factor
+            return index, TIME_UNITS.get(unit or "ns", SIZE_UNITS.get(unit or "", 1.0))
     return None, 1.0
+
+
+@dataclass
+class _Row:
+    """One row of a report block, read by column base name with units applied."""
+    path: Path
+    block: _Block
+    index: int
+
+    def text(self, name: str) -> str | None:
+        column, _ = _scaled(self.block.header, name)
+        cell = self.block.rows[self.index][column].strip() if column is not None else ""
+        return cell or None
+
+    def value(self, name: str, scaled: bool = True) -> float | None:
+        column, factor = _scaled(self.block.header, name)
+        cell = self.text(name)
+        if cell is None:
+            return None
+        cell = cell.replace(",", "")
+        if cell in ("-", "N/A", "n/a"):
+            return None
+        try:
+            return float(cell) * (factor if scaled else 1.0)
+        except ValueError:
+            raise InputError(self.path, f"{cell!r} is not a number", self.block.lines[self.index]) from None
+
+    def whole(self, name: str) -> int | None:
+        number = self.value(name)
+        return None if number is None else int(round(number))
 
 
 def _summary(path: Path, block: _Block, columns: dict) -> pl.DataFrame:
     rows = []
-    for i, row in enumerate(block.rows):
-        def value(name: str):
-            index, factor = _scaled(block.header, name)
-            if index is None:
-                return None
-            number = _number(path, block, i, row[index])
-            return None if number is None else number * (1.0 if name == "Time" else factor)
-        def text(name: str):
-            index, _ = _scaled(block.header, name)
-            return row[index].strip() if index is not None else None
-        instances = value("Kern Inst") if block.report == "nvtx_kern_sum" else value("Instances")
-        total = value("Total Time")
+    for i in range(len(block.rows)):
+        row = _Row(path, block, i)
+        instances = row.value("Kern Inst") if block.report == "nvtx_kern_sum" else row.value("Instances")
+        total = row.value("Total Time")
         if instances is None or total is None:
             raise InputError(path, f"{block.report} row without instances or total time", block.lines[i])
-        out = {"instances": int(instances), "total_ns": total, "avg_ns": value("Avg"), "median_ns": value("Med"),
-               "min_ns": value("Min"), "max_ns": value("Max"), "stddev_ns": value("StdDev"),
-               "time_pct": value("Time")}
+        out = {"instances": int(instances), "total_ns": total, "avg_ns": row.value("Avg"),
+               "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
+               "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)}
         if columns is NVTX_SUMMARY_COLUMNS:
-            out.update(nvtx_range=text("Range"), style=text("Style"))
+            out.update(nvtx_range=row.text("Range"), style=row.text("Style"))
         else:
-            out.update(report=block.report, nvtx_range=text("NVTX Range"), grid_dims=_dims_text(text("GridXYZ")),
-                       block_dims=_dims_text(text("BlockXYZ")),
-                       kernel_name=text("Kernel Name") if block.report == "nvtx_kern_sum" else text("Name"))
+            out.update(report=block.report, nvtx_range=row.text("NVTX Range"),
+                       grid_dims=_dims_text(row.text("GridXYZ")), block_dims=_dims_text(row.text("BlockXYZ")),
+                       kernel_name=row.text("Kernel Name") if block.report == "nvtx_kern_sum" else row.text("Name"))
         rows.append(out)
     return pl.DataFrame(rows, schema=columns)
 
@@ -205,36 +216,24 @@ DEVICE = re.compile(r"^(?P<name>.*?)\s*\((?P<id>\d+)\)$")
 
 def _trace(path: Path, block: _Block) -> pl.DataFrame:
     rows = []
-    for i, row in enumerate(block.rows):
-        def value(name: str):
-            index, factor = _scaled(block.header, name)
-            if index is None:
-                return None
-            number = _number(path, block, i, row[index])
-            return None if number is None else number * factor
-        def whole(name: str):
-            number = value(name)
-            return None if number is None else int(round(number))
-        def text(name: str):
-            index, _ = _scaled(block.header, name)
-            return row[index].strip() if index is not None and row[index].strip() else None
-        start, duration = whole("Start"), whole("Duration")
+    for i in range(len(block.rows)):
+        row = _Row(path, block, i)
+        start, duration = row.whole("Start"), row.whole("Duration")
         if start is None or duration is None:
             raise InputError(path, "cuda_gpu_trace row without Start or Duration", block.lines[i])
-        name = text("Name") or ""
-        grid = (whole("GrdX"), whole("GrdY"), whole("GrdZ"))
+        name = row.text("Name") or ""
+        grid = (row.whole("GrdX"), row.whole("GrdY"), row.whole("GrdZ"))
         activity = "kernel" if grid[0] is not None else ("memset" if "memset" in name.lower() else "memcpy")
-        device = DEVICE.match(text("Device") or "")
-        shared = [whole(n) for n in ("StcSMem", "DymSMem")]
+        device = DEVICE.match(row.text("Device") or "")
+        shared = [s for s in (row.whole("StcSMem"), row.whole("DymSMem")) if s is not None]
         rows.append({
             "activity": activity, "device_id": int(device["id"]) if device else None,
-            "device_name": device["name"] if device else text("Device"), "context_id": whole("Ctx"),
-            "stream_id": whole("Strm"), "process_id": whole("Pid"), "correlation_id": whole("CorrId"),
+            "device_name": device["name"] if device else row.text("Device"), "context_id": row.whole("Ctx"),
+            "stream_id": row.whole("Strm"), "process_id": row.whole("Pid"), "correlation_id": row.whole("CorrId"),
             "start_ns": start, "duration_ns": duration, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-            "block_x": whole("BlkX"), "block_y": whole("BlkY"), "block_z": whole("BlkZ"),
-            "registers_per_thread": whole("Reg/Trd"),
-            "shared_mem_bytes": sum(s for s in shared if s is not None) if any(s is not None for s in shared) else None,
-            "bytes": whole("Bytes"), "kernel_name": name, "kernel_short_name": None, "kernel_mangled": None,
+            "block_x": row.whole("BlkX"), "block_y": row.whole("BlkY"), "block_z": row.whole("BlkZ"),
+            "registers_per_thread": row.whole("Reg/Trd"), "shared_mem_bytes": sum(shared) if shared else None,
+            "bytes": row.whole("Bytes"), "kernel_name": name, "kernel_short_name": None, "kernel_mangled": None,
             "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
         })
     return pl.DataFrame(rows, schema=TIMELINE_COLUMNS)
