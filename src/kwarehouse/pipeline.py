@@ -119,8 +119,19 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
         for run_id, members in groups.items():
+            # Another writer may have committed these files while we were reading them: check again
+            # under the lock, so two concurrent ingests never record a file twice.
+            fresh = []
+            for member in members:
+                done = warehouse.ingested_run(member.sha256)
+                if done is None:
+                    fresh.append(member)
+                else:
+                    report.skipped.append((str(member.result.path), f"already ingested (run {done})"))
+            if not fresh:
+                continue
             try:
-                report.runs.append(_commit(run_id, members, warehouse, model, tags))
+                report.runs.append(_commit(run_id, fresh, warehouse, model, tags))
             except InputError as exc:
                 report.failed.append(str(exc))
     return report
@@ -155,7 +166,7 @@ def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehou
         return None
     seen.add(sha)
     folder = path.parent.absolute()
-    result = reader.read(path)
+    result = readers.read_with(reader, path)
     key = (folder, result.tool)
     if key not in metadata:
         try:

@@ -31,7 +31,11 @@ def sniff(path: Path) -> Reader | None:
     with open(path, "rb") as handle:
         head = handle.read(SNIFF_BYTES)
     for reader in READERS.values():
-        if reader.sniff(path, head):
+        try:
+            claimed = reader.sniff(path, head)
+        except Exception:   # noqa: BLE001 - a sniffer choking on garbage just does not claim the file
+            claimed = False
+        if claimed:
             return reader
     return None
 
@@ -62,7 +66,21 @@ def read(path: Path, format: str | None = None) -> ReadResult:
     reader = reader_named(format) if format else sniff(path)
     if reader is None:
         raise unrecognised(path)
-    return reader.read(path)
+    return read_with(reader, path)
 
 
-__all__ = ["READERS", "ReadResult", "Reader", "read", "reader_named", "sniff"]
+def read_with(reader: Reader, path: Path) -> ReadResult:
+    """reader.read(path), where anything a reader did not foresee in a malformed file becomes an
+    InputError naming the file: bad input never escapes as another exception."""
+    try:
+        return reader.read(path)
+    except KwhError:
+        raise
+    except MemoryError:
+        raise InputError(path, f"too large to read as {reader.name}; is it really such an export?") from None
+    except Exception as exc:   # noqa: BLE001 - the point is to catch what parsers raise on garbage
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise InputError(path, f"not a readable {reader.name} export ({detail}); re-export it") from None
+
+
+__all__ = ["READERS", "ReadResult", "Reader", "read", "read_with", "reader_named", "sniff"]

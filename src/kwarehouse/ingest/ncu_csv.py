@@ -30,6 +30,12 @@ LAUNCH_FIELDS = {
     "Stream": "stream_id", "Device": "device_id", "CC": "compute_capability",
     "Block Size": "block_dims", "Grid Size": "grid_dims",
 }
+# No ncu CSV row comes near this; a longer line is a corrupt or foreign file (and would cost memory).
+MAX_LINE_BYTES = 32 << 20
+# "27.595.520": a number printed with a locale's dot grouping. ncu --csv prints 27,595,520 (C locale);
+# reading the dots as decimal points would silently be wrong by orders of magnitude.
+LOCALE_NUMBER = re.compile(r"^[+-]?\d{1,3}(\.\d{3}){2,}(,\d+)?$")
+
 # Columns that describe the launch but that kwh does not keep (old versions' wall-clock "Kernel Time").
 IGNORED_FIELDS = {"Kernel Time"}
 
@@ -91,6 +97,10 @@ def read_table(path: Path) -> NcuTable:
                 if line.strip() and not _TOOL_LINE.match(line)]
         line_numbers = [n for n, _ in kept]
         lines = [line for _, line in kept]
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    if len(lines[longest]) > MAX_LINE_BYTES:
+        raise InputError(path, f"a {len(lines[longest]) >> 20} MB line; no ncu export has rows like it "
+                         "(corrupt file, or not an ncu CSV)", line=line_numbers[longest])
     last = lines[-1].rstrip(b"\r")
     if not (last.endswith(b'"') or last.endswith(b",")):
         raise InputError(path, "file ends in the middle of a row (truncated?); re-export it with ncu --csv",
@@ -169,3 +179,15 @@ def is_mangled(names: pl.Series) -> bool:
     """Itanium-mangled kernel names start with _Z (ncu --print-kernel-base mangled)."""
     names = names.drop_nulls()
     return names.len() > 0 and bool(names.str.starts_with("_Z").any())
+
+
+def reject_locale_numbers(path: Path, cells: pl.Series) -> None:
+    """Refuse values printed with a locale's digit grouping ("27.595.520"), naming the first one's line."""
+    found = cells.drop_nulls().filter(cells.drop_nulls().str.contains(LOCALE_NUMBER.pattern))
+    if found.len():
+        cell = found[0]
+        data = path.read_bytes()
+        at = data.find(f'"{cell}"'.encode())
+        line = data.count(b"\n", 0, at) + 1 if at >= 0 else None
+        raise InputError(path, f"numbers are locale-formatted ({cell!r}); re-export with LC_ALL=C so ncu "
+                         "prints 27,595,520", line=line)

@@ -64,6 +64,7 @@ class NcuDetailsCsv:
                                for t in RULE_FIELDS.values() if t not in present.values()])
                 .select(list(RULE_COLUMNS))
             )
+        ncu_csv.reject_locale_numbers(path, metrics["value_text"])
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]))

@@ -49,6 +49,7 @@ class NcuRawCsv:
             )
             .select("launch_id", "section", "metric", "unit", "value_text")
         )
+        ncu_csv.reject_locale_numbers(path, metrics["value_text"])
         gpu = None
         if "device__attribute_display_name" in frame.columns:
             names = launches_rows["device__attribute_display_name"].drop_nulls()
