@@ -135,23 +135,36 @@ class Warehouse:
     def engine(self) -> sa.Engine:
         if self._engine is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._engine = sa.create_engine(f"sqlite:///{self.root / 'catalog.sqlite'}")
-            _meta.create_all(self._engine)
-            with self._engine.begin() as con:
-                version = con.execute(sa.select(catalog_info.c.value)
-                                      .where(catalog_info.c.key == "version")).scalar()
-                if version is None:
-                    con.execute(catalog_info.insert().values(key="version", value=str(CATALOG_VERSION)))
-                elif int(version) > CATALOG_VERSION:
-                    raise KwhError(f"{self.root}: catalog version {version} is newer than this kwh "
-                                   f"understands ({CATALOG_VERSION}); upgrade kwarehouse")
-                elif int(version) < 2:
-                    # version 1 kept one run per file in parquet_files.run_id
-                    con.execute(catalog_parquet_runs.insert().from_select(
-                        ["path", "run_id"], sa.select(catalog_parquet.c.path, catalog_parquet.c.run_id)))
-                    con.execute(catalog_info.update().where(catalog_info.c.key == "version")
-                                .values(value=str(CATALOG_VERSION)))
+            # a busy catalog (another writer's transaction) is waited for, not failed on
+            engine = sa.create_engine(f"sqlite:///{self.root / 'catalog.sqlite'}", connect_args={"timeout": 120})
+            # Two processes may open a new warehouse at once: create and upgrade the catalog under a
+            # lock of its own (not the writer lock, which the same process may hold later).
+            with open(self.root / ".kwh.catalog.lock", "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    self._create_catalog(engine)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+            self._engine = engine
         return self._engine
+
+    def _create_catalog(self, engine: sa.Engine) -> None:
+        """Create the catalog tables, or upgrade an older catalog (versioned migrations)."""
+        _meta.create_all(engine)
+        with engine.begin() as con:
+            version = con.execute(sa.select(catalog_info.c.value)
+                                  .where(catalog_info.c.key == "version")).scalar()
+            if version is None:
+                con.execute(catalog_info.insert().values(key="version", value=str(CATALOG_VERSION)))
+            elif int(version) > CATALOG_VERSION:
+                raise KwhError(f"{self.root}: catalog version {version} is newer than this kwh "
+                               f"understands ({CATALOG_VERSION}); upgrade kwarehouse")
+            elif int(version) < 2:
+                # version 1 kept one run per file in parquet_files.run_id
+                con.execute(catalog_parquet_runs.insert().from_select(
+                    ["path", "run_id"], sa.select(catalog_parquet.c.path, catalog_parquet.c.run_id)))
+                con.execute(catalog_info.update().where(catalog_info.c.key == "version")
+                            .values(value=str(CATALOG_VERSION)))
 
     def ingested_run(self, sha256: str) -> str | None:
         """The run a file with this content went into, or None."""
