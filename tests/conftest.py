@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,38 @@ def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:
         con.close()
 
 
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A PostgreSQL server for the session, or a skip when its binaries or driver are missing."""
+    import postgres
+    if postgres.binaries() is None:
+        pytest.skip("PostgreSQL binaries not installed (scripts/test.sh installs the Debian package)")
+    pytest.importorskip("psycopg")
+    # not under pytest's tmp folder: that is private to root, and the server runs as another user
+    base = Path(tempfile.mkdtemp(prefix="kwh-pg-"))
+    server = postgres.Server(base)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_warehouse(request, tmp_path):
+    """Makes warehouses under tmp_path with each catalog backend in turn: catalog.sqlite in the
+    warehouse, or a fresh database on the test PostgreSQL server."""
+    def make(name: str = "wh") -> Warehouse:
+        if request.param == "sqlite":
+            return Warehouse(tmp_path / name)
+        return Warehouse(tmp_path / name, request.getfixturevalue("postgres_server").new_database())
+    return make
+
+
 @pytest.fixture
-def warehouse(tmp_path) -> Warehouse:
-    return Warehouse(tmp_path / "wh")
+def warehouse(new_warehouse) -> Warehouse:
+    return new_warehouse()
 
 
 @pytest.fixture(scope="session")

@@ -193,7 +193,7 @@ def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(
         pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     monkeypatch.undo()
     # the Parquet files were renamed into place, but no reader sees them: the catalog does not list them
-    assert snapshot(Warehouse(warehouse.root))["kernels"] == before["kernels"]
+    assert snapshot(Warehouse(warehouse.root, warehouse.catalog_url))["kernels"] == before["kernels"]
     again = pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     assert any("never committed" in line for line in again.repairs)
     assert rows(warehouse, "SELECT model, count(*) FROM kernels GROUP BY 1 ORDER BY 1") == [("gpt2", 3), ("vecadd", 3)]

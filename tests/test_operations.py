@@ -49,13 +49,13 @@ def three_days(tmp_path):
             dated_copy(tmp_path, "ncu-custom-cupy-h100", "2026-11-22")]
 
 
-def test_incremental_rollup_equals_full(tmp_path, three_days):
-    incremental = Warehouse(tmp_path / "inc")
+def test_incremental_rollup_equals_full(tmp_path, three_days, new_warehouse):
+    incremental = new_warehouse("inc")
     pipeline.ingest(three_days[:2], incremental)
     assert rollup.rollup(incremental).days == ["2026-11-20", "2026-11-21"]
     pipeline.ingest(three_days[2:], incremental)
     assert rollup.rollup(incremental).days == ["2026-11-22"]
-    full = Warehouse(tmp_path / "full")
+    full = new_warehouse("full")
     pipeline.ingest(three_days, full)
     rollup.rollup(full, full=True)
     assert rollup_rows(incremental) == rollup_rows(full)
@@ -63,8 +63,8 @@ def test_incremental_rollup_equals_full(tmp_path, three_days):
     assert rollup_rows(incremental) == rollup_rows(full)
 
 
-def test_rollup_twice_changes_nothing(tmp_path, three_days):
-    warehouse = Warehouse(tmp_path / "wh")
+def test_rollup_twice_changes_nothing(tmp_path, three_days, new_warehouse):
+    warehouse = new_warehouse("wh")
     pipeline.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     before, files = rollup_rows(warehouse), rollup_files(warehouse)
@@ -72,8 +72,8 @@ def test_rollup_twice_changes_nothing(tmp_path, three_days):
     assert rollup_rows(warehouse) == before and rollup_files(warehouse) == files
 
 
-def test_a_late_run_rewrites_only_its_day(tmp_path, three_days):
-    warehouse = Warehouse(tmp_path / "wh")
+def test_a_late_run_rewrites_only_its_day(tmp_path, three_days, new_warehouse):
+    warehouse = new_warehouse("wh")
     pipeline.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     files = rollup_files(warehouse)
@@ -88,8 +88,8 @@ def test_a_late_run_rewrites_only_its_day(tmp_path, three_days):
                            "ORDER BY 1") == [("llama",), ("vecadd",)]
 
 
-def test_rollup_numbers_by_hand(tmp_path, three_days):
-    warehouse = Warehouse(tmp_path / "wh")
+def test_rollup_numbers_by_hand(tmp_path, three_days, new_warehouse):
+    warehouse = new_warehouse("wh")
     pipeline.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     (launches, total, top, memory), = rows(
@@ -141,8 +141,8 @@ def test_compaction_keeps_every_query_result(ingested):
     assert pipeline.compact(ingested) == []
 
 
-def test_a_run_in_a_compacted_file_can_still_grow(tmp_path):
-    warehouse = Warehouse(tmp_path / "wh")
+def test_a_run_in_a_compacted_file_can_still_grow(tmp_path, new_warehouse):
+    warehouse = new_warehouse("wh")
     folder = tmp_path / "gpt2"
     folder.mkdir()
     for name in ("gpt2.raw.csv", "manifest.ncu.json"):
@@ -174,9 +174,9 @@ def test_diff_of_two_models_by_hand(ingested):
     assert ("at::native::vectorized_gather_kernel", gather.change) in got
 
 
-def test_diff_of_one_model_with_a_changed_manifest(tmp_path):
+def test_diff_of_one_model_with_a_changed_manifest(tmp_path, new_warehouse):
     """The same report exported twice (default and mangled names), under manifests of two dates."""
-    warehouse = Warehouse(tmp_path / "wh")
+    warehouse = new_warehouse("wh")
     first, second = (dated_copy(tmp_path, "ncu-gpt2-h100", day) for day in ("2026-11-20", "2026-11-21"))
     for folder, keep in ((first, "gpt2.raw.csv"), (second, "gpt2.raw.mangled.csv")):
         for path in folder.glob("gpt2.*"):
@@ -234,15 +234,16 @@ def test_export_round_trips(ingested, tmp_path):
     assert parquet == [(len(json.loads((tmp_path / 'k.json').read_text())),)] == [(rows(ingested, "SELECT count(*) FROM kernels")[0][0],)]
 
 
-def test_nightly_job(tmp_path):
-    warehouse = Warehouse(tmp_path / "wh")
+def test_nightly_job(tmp_path, new_warehouse):
+    warehouse = new_warehouse("wh")
     drop = tmp_path / "drop"
     shutil.copytree(DATA / "ncu-custom-cupy-h100", drop / "cupy")
     report = nightly.nightly(warehouse, [drop])
     assert report.ok and report.rolled_up == ["2026-11-23"]   # the manifest's date
     assert report.summary().startswith("nightly ok: ingested 1 run(s), 4 kernels, 0 file(s) failed; rolled up 1 day(s)")
     shutil.copy(DATA / "bad" / "truncated.raw.csv", drop)
-    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root), "nightly", str(drop)])
+    catalog = ["--catalog", warehouse.catalog_url] if warehouse.catalog_url else []
+    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root), *catalog, "nightly", str(drop)])
     assert result.exit_code == 1
     assert result.output.splitlines()[-1] == ("nightly FAILED: ingested 0 run(s), 0 kernels, 1 file(s) failed; "
                                               "rolled up 0 day(s); compacted 0 partition(s)")

@@ -25,8 +25,10 @@ from kwarehouse.store import Warehouse
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def kwh(*args: str, warehouse: Path) -> subprocess.Popen:
+def kwh(*args: str, warehouse: Path, catalog: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(SRC), "KWH_WAREHOUSE": str(warehouse)}
+    if catalog:
+        env["KWH_CATALOG"] = catalog
     return subprocess.Popen([sys.executable, "-m", "kwarehouse", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -42,13 +44,14 @@ def consistent(warehouse: Warehouse) -> None:
         assert all(p.exists() for p in warehouse.committed_files(table))
 
 
-def test_two_concurrent_ingests_finish_with_exactly_the_expected_rows(tmp_path):
-    root = tmp_path / "wh"
-    first = kwh("ingest", str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100"), warehouse=root)
-    second = kwh("ingest", str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-llama-h100-variants"), warehouse=root)
+def test_two_concurrent_ingests_finish_with_exactly_the_expected_rows(warehouse):
+    root, catalog = warehouse.root, warehouse.catalog_url
+    first = kwh("ingest", str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100"), warehouse=root, catalog=catalog)
+    second = kwh("ingest", str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-llama-h100-variants"), warehouse=root,
+                 catalog=catalog)
     outputs = [p.communicate(timeout=300) for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [0, 0], outputs
-    warehouse = Warehouse(root)
+    warehouse = Warehouse(root, catalog)
     consistent(warehouse)
     assert rows(warehouse, "SELECT model, count(DISTINCT run_id), count(*) FROM kernels GROUP BY 1 ORDER BY 1") == [
         ("custom_cupy", 1, 4), ("gpt2", 1, 3), ("llama", 1, 3)]
@@ -56,22 +59,22 @@ def test_two_concurrent_ingests_finish_with_exactly_the_expected_rows(tmp_path):
     assert rows(warehouse, "SELECT count(*) FROM runs") == [(3,)]
 
 
-def test_kill_9_at_random_points_always_leaves_a_consistent_warehouse(tmp_path):
-    root = tmp_path / "wh"
+def test_kill_9_at_random_points_always_leaves_a_consistent_warehouse(warehouse):
+    root, catalog = warehouse.root, warehouse.catalog_url
     sources = [str(DATA / name) for name in ("ncu-gpt2-h100", "ncu-llama-h100-variants", "ncu-custom-cupy-h100",
                                              "torch-trace-gpt2", "nsys-sqlite-rtx3090")]
     rng = random.Random(20261123)
     for attempt in range(6):
-        process = kwh("ingest", *sources, warehouse=root)
+        process = kwh("ingest", *sources, warehouse=root, catalog=catalog)
         time.sleep(rng.uniform(0.3, 2.5))
         process.send_signal(signal.SIGKILL)
         process.communicate()
-        if (root / "catalog.sqlite").exists():
-            consistent(Warehouse(root))
-    finished = kwh("ingest", *sources, warehouse=root)
+        if Warehouse(root, catalog).exists:
+            consistent(Warehouse(root, catalog))
+    finished = kwh("ingest", *sources, warehouse=root, catalog=catalog)
     out, err = finished.communicate(timeout=300)
     assert finished.returncode == 0, err
-    warehouse = Warehouse(root)
+    warehouse = Warehouse(root, catalog)
     consistent(warehouse)
     assert rows(warehouse, "SELECT tool, count(*) FROM runs GROUP BY 1 ORDER BY 1") == [
         ("ncu", 3), ("nsys", 1), ("torch", 1)]
@@ -201,3 +204,10 @@ def test_damaged_real_exports_give_a_table_or_a_clean_error(tmp_path, seed, cut,
     path = tmp_path / seed.name
     path.write_bytes(data[:at] + noise + data[at:])
     _read_or_refuse(path)
+
+
+def test_a_wrong_tool_export_forced_on_the_ncu_reader_is_refused():
+    with pytest.raises(InputError, match=r'summary_cuda_gpu_kern_sum.csv: no ncu CSV header \("ID","Process ID",...\) found'):
+        ingest.read(DATA / "nsys-stats-rtx5090/summary_cuda_gpu_kern_sum.csv", format="ncu-raw-csv")
+    with pytest.raises(InputError, match=r"trace.json: unreadable SQLite database \(file is not a database\)"):
+        ingest.read(DATA / "torch-trace-custom_cupy/trace.json", format="nsys-sqlite")

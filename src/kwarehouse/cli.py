@@ -35,9 +35,12 @@ class KwhGroup(click.Group):
 @click.option("--warehouse", "-w", type=click.Path(file_okay=False, path_type=Path),
               default=Path("warehouse"), envvar="KWH_WAREHOUSE", show_default=True,
               help="Warehouse directory (or set KWH_WAREHOUSE).")
+@click.option("--catalog", metavar="URL", envvar="KWH_CATALOG",
+              help="Catalog database (SQLAlchemy URL, e.g. postgresql://host/kwh; or set KWH_CATALOG). "
+                   "Default: catalog.sqlite in the warehouse.")
 @click.version_option(package_name="kwarehouse")
 @click.pass_context
-def main(ctx, warehouse: Path):
+def main(ctx, warehouse: Path, catalog: str | None):
     """kwarehouse: ingest CUDA profiler exports into a Parquet warehouse and query them with SQL.
 
     \b
@@ -45,7 +48,7 @@ def main(ctx, warehouse: Path):
       kwh ingest runs/            # every ncu export under runs/
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
     """
-    ctx.obj = Warehouse(warehouse)
+    ctx.obj = Warehouse(warehouse, catalog)
 
 
 def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:

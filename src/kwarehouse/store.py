@@ -113,11 +113,21 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def catalog_engine_url(url: str) -> str:
+    """postgresql://... uses the psycopg (3) driver unless the URL names one."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
 class Warehouse:
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, catalog: str | None = None):
+        """root: the warehouse folder. catalog: an SQLAlchemy URL for the catalog (e.g.
+        postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root."""
         self.root = Path(root).absolute()
         self.staging = self.root / "_staging"
         self.duckdb_path = self.root / "warehouse.duckdb"
+        self.catalog_url = catalog_engine_url(catalog) if catalog else None
         self._engine: sa.Engine | None = None
 
     # -- catalog ---------------------------------------------------------------------------------
@@ -129,14 +139,24 @@ class Warehouse:
 
     @property
     def exists(self) -> bool:
-        return (self.root / "catalog.sqlite").exists()
+        if self.catalog_url is None:
+            return (self.root / "catalog.sqlite").exists()
+        if not self.root.exists():
+            return False
+        try:
+            return sa.inspect(self.engine).has_table("catalog_info")
+        except sa.exc.OperationalError as exc:
+            raise KwhError(f"cannot reach the catalog {self.catalog_url}: {str(exc.orig).splitlines()[0]}") from None
 
     @property
     def engine(self) -> sa.Engine:
         if self._engine is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            # a busy catalog (another writer's transaction) is waited for, not failed on
-            engine = sa.create_engine(f"sqlite:///{self.root / 'catalog.sqlite'}", connect_args={"timeout": 120})
+            if self.catalog_url:
+                engine = sa.create_engine(self.catalog_url, pool_pre_ping=True)
+            else:
+                # a busy catalog (another writer's transaction) is waited for, not failed on
+                engine = sa.create_engine(f"sqlite:///{self.root / 'catalog.sqlite'}", connect_args={"timeout": 120})
             # Two processes may open a new warehouse at once: create and upgrade the catalog under a
             # lock of its own (not the writer lock, which the same process may hold later).
             with open(self.root / ".kwh.catalog.lock", "a+") as lock:
