@@ -82,3 +82,17 @@ def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
     rows = summary.read_text().splitlines()[1:]
     assert con.execute("SELECT count(*) FROM kernel_summaries").fetchone()[0] == len(rows)
     assert con.execute("SELECT sum(kernel_count) FROM runs WHERE tool = 'ncu'").fetchone()[0] == 3 + 1
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
+def test_the_report_renders_from_the_whole_corpus(tmp_path, warehouse):
+    from kwarehouse import report
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for tarball in sorted(CORPUS.glob("*.tar.xz")):
+        subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
+    assert pipeline.ingest([runs], warehouse).failed == []
+    text = report.build(warehouse)
+    for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
+                  "Warp stall breakdown per op class", "Bottleneck class", "Design signals"):
+        assert f"<h2>{title}" in text, title

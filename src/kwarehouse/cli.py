@@ -13,6 +13,7 @@ from kwarehouse import diff as diff_lib
 from kwarehouse import export as export_lib
 from kwarehouse import nightly as nightly_lib
 from kwarehouse import pipeline
+from kwarehouse import report as report_lib
 from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
 from kwarehouse.errors import KwhError
@@ -426,3 +427,26 @@ def nightly(warehouse: Warehouse, drop):
     click.echo(report.summary())
     if not report.ok:
         sys.exit(1)
+
+
+@main.command()
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="HTML file to write.")
+@click.option("--model", help="Only this model.")
+@click.option("--gpu", help="Only this GPU.")
+@click.option("--since", metavar="YYYY-MM-DD", help="Only runs of this day or later.")
+@click.pass_obj
+def report(warehouse: Warehouse, output, model, gpu, since):
+    """Write a self-contained HTML report: roofline, popularity, shares, stalls, bottlenecks, trends.
+
+    The file needs no network to open (charts are inline SVG, no scripts or fonts are fetched).
+
+    \b
+    Example:
+      kwh report -o report.html
+      kwh report -o llama.html --model llama --since 2026-11-01
+    """
+    _require_warehouse(warehouse)
+    text = report_lib.build(warehouse, report_lib.Filters(model, gpu, since))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output} ({len(text) // 1024} KiB)")

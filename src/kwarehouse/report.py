@@ -1,0 +1,336 @@
+"""`kwh report`: one self-contained HTML file with the charts GPU engineers look at.
+
+Every chart is inline SVG drawn here (no JavaScript, no fonts or scripts from a network), so the file
+opens on an air-gapped laptop; hovering a mark shows its details through SVG <title> tooltips.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kwarehouse import diff as diff_lib
+from kwarehouse.store import Warehouse
+
+PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#bab0ac", "#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
+WIDTH, HEIGHT = 760, 420
+MARGIN = dict(left=80, right=20, top=20, bottom=55)
+
+
+@dataclass
+class Filters:
+    model: str | None = None
+    gpu: str | None = None
+    since: str | None = None   # YYYY-MM-DD: runs of this day or later
+
+    def where(self, alias: str = "") -> str:
+        """SQL condition on a table with model, gpu and run_id columns (values are bound, not pasted)."""
+        prefix = f"{alias}." if alias else ""
+        parts = ["($model IS NULL OR {p}model = $model)", "($gpu IS NULL OR {p}gpu = $gpu)",
+                 "($since IS NULL OR {p}run_id IN (SELECT run_id FROM runs WHERE "
+                 "coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))"]
+        return " AND ".join(p.format(p=prefix) for p in parts)
+
+    @property
+    def params(self) -> dict:
+        return {"model": self.model, "gpu": self.gpu, "since": self.since}
+
+
+def _esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _color(name: str, names: list[str]) -> str:
+    return PALETTE[names.index(name) % len(PALETTE)] if name in names else "#999999"
+
+
+def _fmt(value: float) -> str:
+    """1.2k, 3.4M, 5.6G, 7.8T: tick labels."""
+    for factor, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _frame(title_x: str, title_y: str, body: str, width: int = WIDTH, height: int = HEIGHT) -> str:
+    left, top, bottom = MARGIN["left"], MARGIN["top"], MARGIN["bottom"]
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img">'
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>{body}'
+            f'<text x="{left + (width - left - MARGIN["right"]) / 2}" y="{height - 12}" text-anchor="middle" '
+            f'class="axis">{_esc(title_x)}</text>'
+            f'<text transform="translate(16,{top + (height - top - bottom) / 2}) rotate(-90)" text-anchor="middle" '
+            f'class="axis">{_esc(title_y)}</text></svg>')
+
+
+def roofline_svg(points: list[dict], peak_flops: float, peak_bw: float, libraries: list[str]) -> str:
+    """Log-log roofline: points (intensity, flop/s, size, library, label) under the roofs."""
+    x_values = [p["x"] for p in points] + [peak_flops / peak_bw]
+    y_values = [p["y"] for p in points] + [peak_flops]
+    x_lo, x_hi = 10 ** math.floor(math.log10(min(x_values) / 2)), 10 ** math.ceil(math.log10(max(x_values) * 4))
+    y_lo, y_hi = 10 ** math.floor(math.log10(min(y_values) / 2)), 10 ** math.ceil(math.log10(max(y_values) * 2))
+    left, right, top, bottom = MARGIN["left"], WIDTH - MARGIN["right"], MARGIN["top"], HEIGHT - MARGIN["bottom"]
+    def sx(x): return left + (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (right - left)
+    def sy(y): return bottom - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * (bottom - top)
+    parts = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" class="frame"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" class="frame"/>']
+    for exponent in range(int(math.log10(x_lo)), int(math.log10(x_hi)) + 1):
+        x = sx(10 ** exponent)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="grid"/>'
+                     f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">{_fmt(10 ** exponent)}</text>')
+    for exponent in range(int(math.log10(y_lo)), int(math.log10(y_hi)) + 1):
+        y = sy(10 ** exponent)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" class="grid"/>'
+                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{_fmt(10 ** exponent)}</text>')
+    ridge = peak_flops / peak_bw
+    memory_roof = [(x_lo, x_lo * peak_bw), (ridge, peak_flops)]
+    parts.append(f'<polyline points="{sx(memory_roof[0][0]):.1f},{sy(max(memory_roof[0][1], y_lo)):.1f} '
+                 f'{sx(ridge):.1f},{sy(peak_flops):.1f} {sx(x_hi):.1f},{sy(peak_flops):.1f}" class="roof">'
+                 f'<title>memory roof {_fmt(peak_bw)}B/s; compute roof {_fmt(peak_flops)}FLOP/s</title></polyline>')
+    parts.append(f'<line x1="{sx(ridge):.1f}" y1="{sy(peak_flops):.1f}" x2="{sx(ridge):.1f}" y2="{bottom}" class="ridge"/>'
+                 f'<text x="{sx(ridge) + 4:.1f}" y="{bottom - 6}" class="tick">ridge {ridge:.3g} FLOP/B</text>')
+    biggest = max(p["size"] for p in points) or 1
+    for p in sorted(points, key=lambda p: -p["size"]):
+        radius = 3 + 12 * math.sqrt(p["size"] / biggest)
+        parts.append(f'<circle cx="{sx(p["x"]):.1f}" cy="{sy(p["y"]):.1f}" r="{radius:.1f}" '
+                     f'fill="{_color(p["library"], libraries)}" fill-opacity="0.7" stroke="#333" stroke-width="0.5">'
+                     f'<title>{_esc(p["label"])}</title></circle>')
+    return _frame("arithmetic intensity (FLOP per DRAM byte, log)", "achieved FLOP/s (log)", "".join(parts))
+
+
+def bars_svg(items: list[tuple[str, float, str]], unit: str, title_x: str, colors: dict[str, str] | None = None) -> str:
+    """Horizontal bars: (label, value, tooltip)."""
+    height = MARGIN["top"] + MARGIN["bottom"] + 22 * len(items)
+    left, right = 300, WIDTH - MARGIN["right"] - 60
+    top = MARGIN["top"]
+    most = max((v for _, v, _ in items), default=1) or 1
+    parts = []
+    for i, (label, value, tip) in enumerate(items):
+        y = top + i * 22
+        width = (right - left) * value / most
+        parts.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end" class="tick">{_esc(label[:48])}</text>'
+                     f'<rect x="{left}" y="{y + 3}" width="{max(width, 1):.1f}" height="16" '
+                     f'fill="{(colors or {}).get(label, PALETTE[0])}"><title>{_esc(tip)}</title></rect>'
+                     f'<text x="{left + width + 4:.1f}" y="{y + 15}" class="tick">{_fmt(value)}{_esc(unit)}</text>')
+    return _frame(title_x, "", "".join(parts), height=height)
+
+
+def stacked_svg(rows: list[tuple[str, list[tuple[str, float]]]], keys: list[str], title_x: str) -> str:
+    """Horizontal 100 % stacked bars: (row label, [(key, percent)])."""
+    height = MARGIN["top"] + MARGIN["bottom"] + 26 * len(rows) + 22 * math.ceil(len(keys) / 5)
+    left, right, top = 190, WIDTH - MARGIN["right"], MARGIN["top"]
+    parts = []
+    for i, (label, shares) in enumerate(rows):
+        y, x = top + i * 26, left
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end" class="tick">{_esc(label[:28])}</text>')
+        for key, pct in shares:
+            width = (right - left) * pct / 100
+            parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="18" '
+                         f'fill="{_color(key, keys)}"><title>{_esc(f"{label}: {key} {pct:.1f}%")}</title></rect>')
+            x += width
+    legend_top = top + 26 * len(rows) + 8
+    for j, key in enumerate(keys):
+        x, y = left + (j % 5) * 115, legend_top + (j // 5) * 20
+        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(key, keys)}"/>'
+                     f'<text x="{x + 14}" y="{y + 9}" class="tick">{_esc(key[:16])}</text>')
+    return _frame(title_x, "", "".join(parts), height=height + 10)
+
+
+def lines_svg(series: dict[str, list[tuple[str, float]]], title_y: str) -> str:
+    """Lines over days: {name: [(day, value)]}."""
+    days = sorted({d for points in series.values() for d, _ in points})
+    left, right, top, bottom = MARGIN["left"], WIDTH - MARGIN["right"] - 150, MARGIN["top"], HEIGHT - MARGIN["bottom"]
+    most = max((v for points in series.values() for _, v in points), default=1) or 1
+    def sx(day): return left + (days.index(day) / max(len(days) - 1, 1)) * (right - left)
+    def sy(value): return bottom - value / most * (bottom - top)
+    names = list(series)
+    parts = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" class="frame"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" class="frame"/>']
+    for day in days:
+        parts.append(f'<text x="{sx(day):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">{_esc(day)}</text>')
+    for fraction in (0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<text x="{left - 6}" y="{sy(most * fraction) + 4:.1f}" text-anchor="end" class="tick">'
+                     f'{_fmt(most * fraction)}</text>')
+    for i, (name, points) in enumerate(series.items()):
+        coords = " ".join(f"{sx(d):.1f},{sy(v):.1f}" for d, v in sorted(points))
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{_color(name, names)}" stroke-width="2">'
+                     f'<title>{_esc(name)}</title></polyline>')
+        for d, v in points:
+            parts.append(f'<circle cx="{sx(d):.1f}" cy="{sy(v):.1f}" r="3" fill="{_color(name, names)}">'
+                         f'<title>{_esc(f"{name} {d}: {_fmt(v)}s")}</title></circle>')
+        parts.append(f'<text x="{right + 8}" y="{top + 14 + 16 * i}" fill="{_color(name, names)}" class="tick">'
+                     f'{_esc(name[:24])}</text>')
+    return _frame("day", title_y, "".join(parts))
+
+
+def _table(columns: list[str], rows: list[tuple]) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(_cell(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e6 else _fmt(value)
+    return str(value)
+
+
+def _section(title: str, how: str, content: str) -> str:
+    return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
+
+
+def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
+    """The report's HTML text."""
+    filters = filters or Filters()
+    con = warehouse.connect()
+    where, params = filters.where(), filters.params
+    def q(sql: str, **extra):
+        sql = sql.replace("{where}", where)
+        bound = {k: v for k, v in {**params, **extra}.items() if f"${k}" in sql}
+        return con.execute(sql, bound).fetchall()
+    try:
+        sections = []
+        libraries = [r[0] for r in q("SELECT library FROM kernels WHERE {where} GROUP BY 1 ORDER BY sum(duration_ns) DESC")]
+        if not libraries:
+            latest = []
+            raise _Empty
+        # roofline per GPU
+        for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
+            points = q("SELECT kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
+                       "sum(flops) / nullif(sum(duration_ns) * 1e-9, 0), sum(duration_ns), avg(peak_flops_per_s), "
+                       "avg(peak_dram_bytes_per_s) FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND {where} "
+                       "GROUP BY kernel_id", gpu_name=gpu)
+            peaks = [(r[6], r[7]) for r in points if r[6] and r[7]]
+            shown = [dict(x=r[3], y=r[4], size=r[5], library=r[2],
+                          label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP/B, {_fmt(r[4])}FLOP/s, {r[5] / 1e3:,.1f} us")
+                     for r in points if r[3] and r[4] and r[3] > 0 and r[4] > 0]
+            if not peaks or not shown:
+                continue
+            peak_flops = sum(p[0] for p in peaks) / len(peaks)
+            peak_bw = sum(p[1] for p in peaks) / len(peaks)
+            hidden = len(points) - len(shown)
+            sections.append(_section(
+                f"Roofline: {gpu}",
+                "each dot is a kernel identity, sized by its GPU time and colored by library (legend below); dots "
+                "near the slanted memory roof are bandwidth-bound, near the flat compute roof compute-bound, far "
+                f"below both latency-bound. FLOPs are CUDA-core FLOPs: {hidden} kernel(s) with none (tensor-core "
+                "or data-movement work) are not drawn.",
+                roofline_svg(shown, peak_flops, peak_bw, libraries) + _legend(libraries)))
+        popular = q("SELECT kernel_base, library, sum(duration_ns) AS ns, count(DISTINCT model) AS models, count(*) "
+                    "FROM kernels WHERE {where} GROUP BY kernel_id, kernel_base, library ORDER BY ns DESC LIMIT 15")
+        if popular:
+            colors = {f"{r[0][:40]} [{r[3]}]": _color(r[1], libraries) for r in popular}
+            sections.append(_section(
+                "Kernel popularity across models",
+                "the kernels taking the most GPU time in the selected runs; [n] after a name is how many models use "
+                "it, the color is its library.",
+                bars_svg([(f"{r[0][:40]} [{r[3]}]", r[2] / 1e3, f"{r[0]} ({r[1]}): {r[2] / 1e3:,.1f} us, {r[4]} launches, "
+                           f"{r[3]} model(s)") for r in popular], " us", "GPU time (us)", colors)))
+        for column, title in (("library", "Library"), ("op_class", "Op class")):
+            shares = q(f"SELECT model, {column}, 100 * sum(duration_ns) / sum(sum(duration_ns)) OVER (PARTITION BY model) "
+                       f"FROM kernels WHERE {{where}} GROUP BY model, {column} ORDER BY model, 3 DESC")
+            # libraries keep the roofline's colors; op classes sort by name
+            keys = libraries if column == "library" else sorted({r[1] for r in shares})
+            grouped: dict[str, list] = {}
+            for model, key, pct in shares:
+                grouped.setdefault(model, []).append((key, pct or 0.0))
+            if grouped:
+                sections.append(_section(f"{title} share of GPU time per model",
+                                         f"each bar is one model's GPU time (100 %), split by {column.replace('_', ' ')}.",
+                                         stacked_svg(list(grouped.items()), keys, "share of GPU time (%)")))
+        stalls = q("SELECT op_class, reason, stall_share_pct FROM warp_stalls WHERE level = 'op_class' AND "
+                   "reason <> 'selected' AND stall_share_pct IS NOT NULL ORDER BY op_class, stall_share_pct DESC")
+        if stalls and not (filters.model or filters.gpu or filters.since):
+            reasons = sorted({r[1] for r in stalls})
+            grouped = {}
+            for op_class, reason, pct in stalls:
+                grouped.setdefault(op_class, []).append((reason, pct))
+            sections.append(_section("Warp stall breakdown per op class",
+                                     "why warps waited instead of issuing, as shares of all stall cycles (time-weighted); "
+                                     "long_scoreboard is memory latency, barrier is __syncthreads, math_pipe_throttle a busy pipe.",
+                                     stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)")))
+        bottlenecks = q("SELECT kernel_base, library, bottleneck, count(*) AS launches, round(sum(duration_ns) / 1e3, 1), "
+                        "round(avg(sm_pct), 1), round(avg(memory_pct), 1), round(avg(l2_hit_pct), 1), "
+                        "any_value(decided_by) FROM bottleneck_class WHERE {where} GROUP BY ALL ORDER BY 5 DESC LIMIT 25")
+        if bottlenecks:
+            sections.append(_section("Bottleneck class", "per kernel and class, with the metric values that decided it "
+                                     "(cut-offs in the bottleneck_thresholds table).",
+                                     _table(["kernel", "library", "bottleneck", "launches", "GPU time (us)", "SM %",
+                                             "memory %", "L2 hit %", "decided by"], bottlenecks)))
+        signals = q("SELECT signal, subject, models, model_list, launches, round(gpu_time_pct, 2), evidence "
+                    "FROM design_signals WHERE $model IS NULL OR list_contains(string_split(model_list, ','), $model) "
+                    "ORDER BY gpu_time_pct DESC LIMIT 25")
+        if signals:
+            sections.append(_section("Design signals", "patterns to act on, with how much of the fleet's GPU time they touch.",
+                                     _table(["signal", "subject", "models", "which", "launches", "GPU time %", "evidence"],
+                                            signals)))
+        sections.extend(_trends(q))
+        latest = q("SELECT model, list(DISTINCT CAST(coalesce(run_date, CAST(ingested_at AS DATE)) AS VARCHAR)) "
+                   "FROM runs WHERE tool = 'ncu' AND ($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) "
+                   "GROUP BY model ORDER BY model")
+    except _Empty:
+        pass
+    finally:
+        con.close()
+    for model, days in latest:
+        days = sorted(days)
+        if len(days) >= 2:
+            sections.append(regressions_section(warehouse, model, days[-2], days[-1]))
+    title = "kwarehouse report" + "".join(f" · {k} {v}" for k, v in filters.params.items() if v)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    body = "".join(sections) or "<p>No kernels match.</p>"
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{_esc(title)}</h1><p class=\"how\">Generated {generated} from "
+            f"{_esc(str(warehouse.root))}.</p>{body}</body></html>")
+
+
+class _Empty(Exception):
+    """No kernel matches the filters: the report says so instead of drawing empty charts."""
+
+
+def _legend(keys: list[str]) -> str:
+    items = "".join(f'<span class="key"><span class="swatch" style="background:{_color(k, keys)}"></span>{_esc(k)}</span>'
+                    for k in keys)
+    return f'<div class="legend">{items}</div>'
+
+
+def _trends(q) -> list[str]:
+    days = [str(r[0]) for r in q("SELECT DISTINCT coalesce(r.run_date, CAST(r.ingested_at AS DATE)) FROM runs r "
+                                 "WHERE r.tool = 'ncu' AND r.run_id IN (SELECT run_id FROM kernels WHERE {where}) ORDER BY 1")]
+    if len(days) < 2:
+        return []
+    rows = q("SELECT k.kernel_base, CAST(coalesce(r.run_date, CAST(r.ingested_at AS DATE)) AS VARCHAR), "
+             "sum(k.duration_ns) / count(DISTINCT k.run_id) * 1e-9 FROM kernels k JOIN runs r USING (run_id) "
+             "WHERE k.kernel_base IN (SELECT kernel_base FROM kernels WHERE {where} GROUP BY 1 ORDER BY sum(duration_ns) "
+             "DESC LIMIT 6) GROUP BY 1, 2")
+    series: dict[str, list] = {}
+    for name, day, seconds in rows:
+        series.setdefault(name, []).append((day, seconds))
+    out = [_section("Trend of the top kernels", "GPU time per run of the six biggest kernels, day by day (a run's day "
+                    "is its manifest date); a rising line is a kernel getting slower or more frequent.",
+                    lines_svg(series, "GPU time per run (s)"))]
+    return out
+
+
+def regressions_section(warehouse: Warehouse, model: str, before: str, after: str) -> str:
+    result = diff_lib.diff(warehouse, f"model={model},date={before},tool=ncu", f"model={model},date={after},tool=ncu")
+    rows = [(k.kernel_base, k.change, round(k.baseline_ns / 1e3, 1), round(k.candidate_ns / 1e3, 1),
+             None if k.delta_pct is None else round(k.delta_pct, 1)) for k in result.kernels if k.change != "unchanged"][:15]
+    return _section(f"Latest changes: {model} {before} → {after}", "kwh diff of the last two days with runs.",
+                    _table(["kernel", "change", "before (us/run)", "after (us/run)", "delta %"], rows))
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px}h2{font-size:17px;margin-top:32px}.how{color:#555;font-size:13px;max-width:900px}
+svg{display:block;margin:8px 0;border:1px solid #ddd}.axis{font-size:12px;fill:#333}.tick{font-size:10px;fill:#444}
+.frame{stroke:#333;stroke-width:1}.grid{stroke:#eee;stroke-width:1}.roof{fill:none;stroke:#c00;stroke-width:2}
+.ridge{stroke:#c00;stroke-dasharray:4 3}table{border-collapse:collapse;font-size:12px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}
+.legend{font-size:12px}.key{margin-right:14px;white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px}
+"""
