@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -94,47 +95,69 @@ def sha256_of(path: Path) -> str:
 def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None = None,
            model: str | None = None, tags: dict[str, str] | None = None,
            progress: Callable[[Path], None] | None = None) -> IngestReport:
-    """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal."""
+    """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal.
+
+    Folders are read and committed one at a time (a run's id includes its folder, so the pages of
+    one report always share a folder): memory holds one folder's exports, however many there are."""
     report = IngestReport()
     tags = dict(tags or {})
     if format:
         readers.reader_named(format)
-    candidates = discover(sources)
+    batches: dict[Path, list[tuple[Path, bool]]] = {}
+    for path, explicit in discover(sources):
+        batches.setdefault(path.parent.absolute(), []).append((path, explicit))
     metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}
-    read: list[_Source] = []
     seen: set[str] = set()
-    for path, explicit in candidates:
-        if progress:
-            progress(path)
+    writer = None
+    try:
+        for batch in batches.values():
+            read = []
+            for path, explicit in batch:
+                if progress:
+                    progress(path)
+                try:
+                    source = _read_one(path, explicit, format, warehouse, metadata, seen, report)
+                except InputError as exc:
+                    report.failed.append(str(exc))
+                    continue
+                if source is not None:
+                    read.append(source)
+            groups = group_runs(read)
+            if not groups:
+                continue
+            if writer is None:   # the lock is taken once, at the first folder with something to commit
+                writer = warehouse.writer()
+                report.repairs.extend(writer.__enter__())
+            _commit_groups(groups, warehouse, model, tags, report)
+    except BaseException:
+        if writer is not None:
+            writer.__exit__(*sys.exc_info())
+            writer = None
+        raise
+    finally:
+        if writer is not None:
+            writer.__exit__(None, None, None)
+    return report
+
+
+def _commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+                   tags: dict[str, str], report: IngestReport) -> None:
+    for run_id, members in groups.items():
+        # Another writer may have committed these files while we were reading them: check again
+        # under the lock, so two concurrent ingests never record a file twice.
+        fresh = []
+        for member in members:
+            done = warehouse.ingested_run(member.sha256)
+            if done is None:
+                fresh.append(member)
+            else:
+                report.skipped.append((str(member.result.path), f"already ingested (run {done})"))
+        if not fresh:
+            continue
         try:
-            source = _read_one(path, explicit, format, warehouse, metadata, seen, report)
+            report.runs.append(_commit(run_id, fresh, warehouse, model, tags))
         except InputError as exc:
             report.failed.append(str(exc))
-            continue
-        if source is not None:
-            read.append(source)
-    groups = group_runs(read)
-    if not groups:
-        return report
-    with warehouse.writer() as repairs:
-        report.repairs.extend(repairs)
-        for run_id, members in groups.items():
-            # Another writer may have committed these files while we were reading them: check again
-            # under the lock, so two concurrent ingests never record a file twice.
-            fresh = []
-            for member in members:
-                done = warehouse.ingested_run(member.sha256)
-                if done is None:
-                    fresh.append(member)
-                else:
-                    report.skipped.append((str(member.result.path), f"already ingested (run {done})"))
-            if not fresh:
-                continue
-            try:
-                report.runs.append(_commit(run_id, fresh, warehouse, model, tags))
-            except InputError as exc:
-                report.failed.append(str(exc))
-    return report
 
 
 def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehouse,
