@@ -23,9 +23,7 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from kwarehouse import pipeline
