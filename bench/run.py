@@ -137,7 +137,8 @@ sql = {{f"view {{v}}": f"SELECT * FROM {{v}}" for v in views.all_views()}}
 sql.update({{f"query {{p.stem}}": p.read_text() for p in sorted(Path(sys.argv[2]).glob("*.sql"))}})
 results = {{}}
 for name, text in sql.items():
-    started = time.perf_counter(); con = warehouse.connect(); con.execute(text).fetchall(); cold = time.perf_counter() - started
+    started = time.perf_counter(); con = warehouse.connect(); con.execute("SET enable_progress_bar = false")
+    con.execute(text).fetchall(); cold = time.perf_counter() - started
     warm = []
     for _ in range(5):
         started = time.perf_counter(); con.execute(text).fetchall(); warm.append(time.perf_counter() - started)
@@ -164,7 +165,7 @@ def measure(size: int, work: Path, originals: dict[str, Path]) -> dict:
     row["kwh"] = (int(out), seconds, peak)
     row["raw_mb"] = raw_mb
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
-    row["queries"] = json.loads(out)
+    row["queries"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     row["query_peak_mb"] = peak
     shutil.rmtree(fleet)
     shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
