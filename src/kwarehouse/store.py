@@ -205,11 +205,6 @@ class Warehouse:
         with self.engine.connect() as con:
             return [self.root / p for p in con.execute(query).scalars()]
 
-    def run_exists(self, run_id: str) -> bool:
-        with self.engine.connect() as con:
-            return con.execute(sa.select(catalog_runs.c.run_id)
-                               .where(catalog_runs.c.run_id == run_id)).scalar() is not None
-
     # -- writing ---------------------------------------------------------------------------------
     @contextlib.contextmanager
     def writer(self):
