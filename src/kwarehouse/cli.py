@@ -253,31 +253,86 @@ def renormalize(warehouse: Warehouse):
     click.echo(f"{len(report.changed)} run(s) changed, {report.unchanged} unchanged")
 
 
+DIALECTS = click.Choice(["duckdb", "spark"])
+
+
 @main.group(invoke_without_command=True)
+@click.option("--dialect", type=DIALECTS, help="Print every view's SQL in this dialect instead of the list "
+                                               "(spark: transpiled with sqlglot, as kwarehouse.spark.register runs it).")
 @click.pass_context
-def views(ctx):
+def views(ctx, dialect):
     """List the analytics views with their descriptions (kwh views show NAME prints one's SQL).
 
     \b
     Example:
       kwh views
       kwh views show bottleneck_class
+      kwh views --dialect spark > views-spark.sql
     """
-    if ctx.invoked_subcommand is None:
+    if ctx.invoked_subcommand is not None:
+        return
+    if dialect == "spark":
+        click.echo(_spark().views_script(), nl=False)
+    elif dialect == "duckdb":
+        click.echo("".join(f"CREATE OR REPLACE VIEW {v.name} AS\n{v.sql.strip()}\n\n"
+                           for v in views_lib.creation_order()), nl=False)
+    else:
         rows = [(v.name, v.description) for v in views_lib.all_views().values()]
         click.echo(format_table(["view", "description"], rows))
 
 
 @views.command("show")
 @click.argument("name")
-def views_show(name):
+@click.option("--dialect", type=DIALECTS, default="duckdb", show_default=True, help="SQL dialect to print.")
+def views_show(name, dialect):
     """Print the SQL of one view.
 
     \b
     Example:
       kwh views show roofline
+      kwh views show roofline --dialect spark
     """
-    click.echo(views_lib.view_named(name).sql, nl=False)
+    view = views_lib.view_named(name)
+    if dialect == "spark":
+        click.echo(_spark().views_script([view.name]), nl=False)
+    else:
+        click.echo(view.sql, nl=False)
+
+
+def _spark():
+    """kwarehouse.spark, imported only by the commands that use it (sqlglot and pyspark load slowly)."""
+    from kwarehouse import spark
+    return spark
+
+
+@main.command("spark-sql")
+@click.argument("query", required=False)
+@click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Run the SQL in this file.")
+@click.option("--from-duckdb", is_flag=True, help="The query is DuckDB SQL (like queries/*.sql): transpile it first.")
+@click.option("--cores", default=2, show_default=True, type=click.IntRange(min=1), help="Spark local[N] cores.")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def spark_sql(warehouse: Warehouse, query, path, from_duckdb, cores, fmt):
+    """Run one Spark SQL query over the warehouse on a local Spark (tables and views registered).
+
+    For trying queries before a cluster runs them; needs pyspark (pip install 'kwarehouse[spark]')
+    and Java 17. Starting Spark takes seconds.
+
+    \b
+    Example:
+      kwh spark-sql "SELECT library, sum(gpu_time_ns) FROM library_share GROUP BY library"
+      kwh spark-sql --from-duckdb -f queries/most_popular_kernels.sql
+    """
+    _require_warehouse(warehouse)
+    if bool(query) == bool(path):
+        raise click.UsageError("give a QUERY or --file (one of them)")
+    if path:
+        query = path.read_text(encoding="utf-8")
+    columns, rows = _spark().run_sql(warehouse.root, query, catalog=warehouse.catalog_url,
+                                     from_duckdb=from_duckdb, cores=cores)
+    _print_rows(columns, rows, fmt or "table")
 
 
 @main.command()

@@ -1,0 +1,223 @@
+"""The warehouse on Spark: the same tables, the same views (transpiled from their DuckDB .sql files
+with sqlglot), in a user's SparkSession.
+
+    from kwarehouse.spark import register
+    register(spark, "/data/warehouse")          # tables + views as temporary views
+    spark.sql("SELECT * FROM kernel_popularity").show()
+
+Tables are registered over exactly the Parquet files the catalog lists (files a compaction retired
+stay on disk a while for DuckDB readers and must not be read twice), with the column types of
+schema.sql, so partition values such as gpu=007 stay strings. pyspark is an optional extra
+(`pip install kwarehouse[spark]`); importing this module does not need it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+
+from kwarehouse import schema, views
+from kwarehouse.errors import KwhError
+
+# Spark settings kwh's own local sessions use (a user's session keeps its own).
+LOCAL_CONF = {
+    # types come from schema.sql; never guess them from directory names
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+class NotPortable(KwhError):
+    """SQL that would run differently (or not at all) on Spark."""
+
+
+# DuckDB constructs that sqlglot passes through to Spark unchanged and Spark rejects, or that it
+# translates into something that silently means another thing. SQL-PORTABILITY.md has the list.
+_UNPORTABLE_TEXT = [
+    (re.compile(r"\bUNION\s+(ALL\s+)?BY\s+NAME\b", re.I), "UNION BY NAME; list the columns of both sides"),
+    (re.compile(r"\*\s*(REPLACE|EXCLUDE)\s*\(", re.I), "* REPLACE / * EXCLUDE; list the columns"),
+    (re.compile(r"\bCOLUMNS\s*\(", re.I), "COLUMNS(); list the columns"),
+    (re.compile(r"\bPIVOT\b", re.I), "PIVOT; use max(CASE WHEN ...) per column"),
+    (re.compile(r"->", re.I), "-> lambdas; use `lambda x: ...`"),
+]
+
+
+def spark_type(duckdb_type: str) -> str:
+    """The Spark SQL type of a schema.sql (DuckDB) column type."""
+    t = duckdb_type.strip().upper()
+    if t.endswith("[]"):
+        return f"ARRAY<{spark_type(t[:-2])}>"
+    if t.startswith("MAP(") and t.endswith(")"):
+        key, value = t[4:-1].split(",", 1)
+        return f"MAP<{spark_type(key)}, {spark_type(value)}>"
+    # DuckDB's TIMESTAMP has no time zone: Spark's TIMESTAMP_NTZ is the same thing
+    simple = {"VARCHAR": "STRING", "BIGINT": "BIGINT", "INTEGER": "INT", "DOUBLE": "DOUBLE",
+              "BOOLEAN": "BOOLEAN", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP_NTZ", "FLOAT": "FLOAT"}
+    if t not in simple:
+        raise KwhError(f"internal: no Spark type for schema.sql type {duckdb_type}")
+    return simple[t]
+
+
+def table_ddl(name: str) -> str:
+    """The Spark schema (DDL string) of one warehouse table, partition columns included."""
+    return ", ".join(f"`{column}` {spark_type(t)}" for column, t in schema.tables()[name].sql_types)
+
+
+def check_portable(sql: str, what: str = "query") -> None:
+    """Raise NotPortable for DuckDB SQL that sqlglot cannot carry to Spark with the same meaning."""
+    code = _without_comments(sql)
+    for pattern, advice in _UNPORTABLE_TEXT:
+        if pattern.search(code):
+            raise NotPortable(f"{what}: not portable to Spark: {advice}")
+    tree = sqlglot.parse_one(code, read="duckdb")
+    for node in tree.find_all(exp.RegexpReplace):
+        modifiers = node.args.get("modifiers")
+        if modifiers is None or "g" not in modifiers.name:
+            # DuckDB replaces the first match, Spark every match
+            raise NotPortable(f"{what}: not portable to Spark: regexp_replace without the 'g' option")
+
+
+def transpile(sql: str, what: str = "query") -> str:
+    """DuckDB SQL as Spark SQL: sqlglot plus the rewrites it lacks (see check_portable for what is refused)."""
+    check_portable(sql, what)
+    tree = sqlglot.parse_one(_without_comments(sql).strip().rstrip(";"), read="duckdb")
+    tree = tree.transform(_exact_spark_functions)
+    return tree.sql(dialect="spark")
+
+
+def _exact_spark_functions(node: exp.Expression) -> exp.Expression:
+    # sqlglot turns percentile_cont ... WITHIN GROUP into PERCENTILE_APPROX and quantile_cont into a
+    # PERCENTILE_CONT call Spark does not have; Spark's PERCENTILE is exact, like DuckDB's.
+    if isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont):
+        order = node.expression
+        column = order.expressions[0].this if isinstance(order, exp.Order) else order
+        return exp.Anonymous(this="PERCENTILE", expressions=[column.copy(), node.this.this.copy()])
+    if isinstance(node, exp.PercentileCont) and node.args.get("expression") is not None \
+            and not isinstance(node.parent, exp.WithinGroup):
+        return exp.Anonymous(this="PERCENTILE", expressions=[node.this.copy(), node.expression.copy()])
+    # A literal such as 100.0 is DECIMAL on both engines, but DuckDB divides decimals in DOUBLE while
+    # Spark keeps DECIMAL and rounds to 6 places: make such literals DOUBLE on Spark.
+    if isinstance(node, exp.Literal) and not node.is_string and re.search(r"[.eE]", node.name):
+        return exp.cast(node.copy(), exp.DataType.build("DOUBLE"))
+    # DuckDB's one-argument log() is log10; Spark's is the natural log
+    if isinstance(node, exp.Log) and node.args.get("expression") is None:
+        return exp.Anonymous(this="LOG10", expressions=[node.this.copy()])
+    return node
+
+
+def _without_comments(sql: str) -> str:
+    """The SQL with -- comments removed (they hold prose such as '->' that is not code)."""
+    return "\n".join(re.sub(r"--.*$", "", line) for line in sql.splitlines())
+
+
+def view_statements(warehouse_root: Path | None = None) -> list[tuple[str, str]]:
+    """(view name, Spark SQL CREATE TEMPORARY VIEW statement) for every view, in creation order."""
+    return [(view.name, f"CREATE OR REPLACE TEMPORARY VIEW `{view.name}` AS "
+                        f"{transpile(view.sql, f'view {view.name}')}")
+            for view in views.creation_order()]
+
+
+def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> list[str]:
+    """Create every warehouse table and view as a temporary view in `spark`; returns their names.
+
+    warehouse_path: the warehouse folder (a path the driver and the executors both read).
+    catalog: its catalog URL when it is not catalog.sqlite in the folder (as for kwh --catalog)."""
+    from kwarehouse.store import Warehouse
+    from kwarehouse import normalize
+
+    warehouse = Warehouse(warehouse_path, catalog)
+    if not warehouse.exists:
+        raise KwhError(f"{warehouse.root}: no warehouse here (no catalog); run kwh ingest first")
+    names = []
+    for name, spec in schema.tables().items():
+        ddl = table_ddl(name)
+        files = [str(f) for f in warehouse.committed_files(name)]
+        if files:
+            frame = (spark.read.schema(ddl).option("basePath", str(warehouse.root / name))
+                     .parquet(*files))
+            frame = frame.select(*[f"`{column}`" for column, _ in spec.sql_types])
+        else:
+            frame = spark.createDataFrame([], ddl)
+        frame.createOrReplaceTempView(name)
+        names.append(name)
+    spark.createDataFrame(views.thresholds(warehouse.root), "name STRING, value DOUBLE, description STRING") \
+        .createOrReplaceTempView("bottleneck_thresholds")
+    catalog_rows = normalize.metric_catalog()
+    spark.createDataFrame(catalog_rows.rows(), ", ".join(
+        f"`{c}` {_polars_spark_type(t)}" for c, t in catalog_rows.schema.items())) \
+        .createOrReplaceTempView("metric_catalog")
+    names += ["bottleneck_thresholds", "metric_catalog"]
+    for name, statement in view_statements(warehouse.root):
+        spark.sql(statement)
+        names.append(name)
+    return names
+
+
+def _polars_spark_type(dtype) -> str:
+    import polars as pl
+    if dtype == pl.String:
+        return "STRING"
+    if dtype.is_integer():
+        return "BIGINT"
+    if dtype.is_float():
+        return "DOUBLE"
+    if isinstance(dtype, pl.List) and dtype.inner == pl.String:
+        return "ARRAY<STRING>"
+    raise KwhError(f"internal: no Spark type for metric_catalog column type {dtype}")
+
+
+def local_session(cores: int = 2, app_name: str = "kwh"):
+    """A SparkSession on this machine (local[cores]) with kwh's settings: for tests and `kwh spark-sql`."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise KwhError("pyspark is not installed: pip install 'kwarehouse[spark]' (and Java 17)") from None
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    for key, value in LOCAL_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def views_script(names: list[str] | None = None) -> str:
+    """Spark SQL that creates the views (all, or those named), one statement each, in creation order:
+    what `kwh views --dialect spark` prints. The base tables must be registered first (register())."""
+    wanted = set(names) if names else None
+    statements = [statement for name, statement in view_statements() if wanted is None or name in wanted]
+    return "".join(f"{statement};\n\n" for statement in statements)
+
+
+def run_sql(warehouse_path: str | Path, query: str, *, catalog: str | None = None,
+            from_duckdb: bool = False, cores: int = 2) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of one query on a local Spark session over the warehouse: `kwh spark-sql`.
+    from_duckdb: the query is DuckDB SQL (as in queries/) and is transpiled first."""
+    session = local_session(cores)
+    # errors reach the user as one line below; Spark would also log each one with its JVM stack
+    session.sparkContext.setLogLevel("OFF")
+    register(session, warehouse_path, catalog)
+    if from_duckdb:
+        query = transpile(query)
+    try:
+        frame = session.sql(query.strip().rstrip(";"))
+        rows = [tuple(_plain(v) for v in row) for row in frame.collect()]
+    except Exception as exc:   # Spark's AnalysisException and friends: one line for the user
+        if type(exc).__module__.startswith("pyspark"):
+            raise KwhError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
+        raise
+    return frame.columns, rows
+
+
+def _plain(value):
+    """A Spark value as the plain Python value DuckDB would return (Row -> dict)."""
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
