@@ -201,6 +201,7 @@ def run_sql(warehouse_path: str | Path, query: str, *, catalog: str | None = Non
     session = local_session(cores)
     # errors reach the user as one line below; Spark would also log each one with its JVM stack
     session.sparkContext.setLogLevel("OFF")
+    _quiet_query_errors()
     register(session, warehouse_path, catalog)
     if from_duckdb:
         query = transpile(query)
@@ -212,6 +213,17 @@ def run_sql(warehouse_path: str | Path, query: str, *, catalog: str | None = Non
             raise KwhError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
         raise
     return frame.columns, rows
+
+
+def _quiet_query_errors() -> None:
+    """pyspark logs every failing query (with its JVM stack) before raising; the CLI prints one line."""
+    import logging
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:   # older pyspark does not log them
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _plain(value):

@@ -1,0 +1,220 @@
+"""The warehouse on Spark: every view and every queries/ file gives the same rows on DuckDB and on a
+local Spark over the same Parquet (sorted, floats to 1e-9 relative)."""
+
+from __future__ import annotations
+
+import decimal
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import DATA
+from kwarehouse import pipeline, rollup, views
+from kwarehouse import spark as kspark
+from kwarehouse.cli import main
+from kwarehouse.store import Warehouse
+
+REPO = Path(__file__).parents[1]
+QUERIES = sorted((REPO / "queries").glob("*.sql"))
+
+
+def _java() -> bool:
+    return shutil.which("java") is not None
+
+
+needs_spark = pytest.mark.skipif(not _java(), reason="Spark needs Java 17 (Debian: openjdk-17-jre-headless)")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    if not _java():
+        pytest.skip("Spark needs Java 17 (Debian: openjdk-17-jre-headless)")
+    session = kspark.local_session(cores=2, app_name="kwh-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+
+
+@pytest.fixture(scope="module")
+def registered(spark, pristine_warehouse, tmp_path_factory):
+    """Every test export plus the daily rollups, registered in `spark`."""
+    root = tmp_path_factory.mktemp("spark") / "wh"
+    shutil.copytree(pristine_warehouse, root)
+    warehouse = Warehouse(root)
+    rollup.rollup(warehouse)
+    names = kspark.register(spark, root)
+    return spark, warehouse, names
+
+
+def canonical(value):
+    """A row value from either engine as plain Python: structs as tuples, decimals as floats."""
+    if hasattr(value, "asDict"):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(canonical(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value
+
+
+def _sort_key(row):
+    # floats that differ in the last bits must still sort alike: key on 6 significant digits
+    return tuple((0, "") if v is None else (1, f"{v:.6g}") if isinstance(v, float) else (2, repr(v)) for v in row)
+
+
+def same_value(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None or isinstance(a, (str, tuple)) or isinstance(b, (str, tuple)):
+            return False
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def assert_same_rows(spark_rows, duckdb_rows, what: str) -> None:
+    left = sorted((canonical(r) for r in spark_rows), key=_sort_key)
+    right = sorted((canonical(r) for r in duckdb_rows), key=_sort_key)
+    assert len(left) == len(right), f"{what}: Spark {len(left)} rows, DuckDB {len(right)}"
+    for s, d in zip(left, right):
+        assert same_value(s, d), f"{what}: rows differ\n  Spark:  {s}\n  DuckDB: {d}"
+
+
+# -- transpiling (no Spark needed) -------------------------------------------------------------
+
+@pytest.mark.parametrize("view", list(views.all_views()))
+def test_every_view_is_portable(view):
+    kspark.check_portable(views.view_named(view).sql, view)
+
+
+@pytest.mark.parametrize("path", QUERIES, ids=lambda p: p.name)
+def test_every_query_is_portable(path):
+    kspark.check_portable(path.read_text(), path.name)
+
+
+@pytest.mark.parametrize("sql, spark_sql", [
+    ("SELECT quantile_cont(x, 0.9) FROM t", "SELECT PERCENTILE(x, 0.9) FROM t"),
+    ("SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FROM t", "SELECT PERCENTILE(x, 0.9) FROM t"),
+    ("SELECT log(x), ln(x) FROM t", "SELECT LOG10(x), LN(x) FROM t"),
+    ("SELECT 100.0 * a / b FROM t", "SELECT CAST(100.0 AS DOUBLE) * a / b FROM t"),
+    ("SELECT regexp_replace(s, 'a', 'b', 'g') FROM t", "SELECT REGEXP_REPLACE(s, 'a', 'b') FROM t"),
+])
+def test_transpile_rewrites_what_would_mean_something_else(sql, spark_sql):
+    assert kspark.transpile(sql) == spark_sql
+
+
+@pytest.mark.parametrize("sql, reason", [
+    ("SELECT regexp_replace(s, 'a', 'b') FROM t", "regexp_replace without the 'g' option"),
+    ("SELECT a FROM t UNION ALL BY NAME SELECT a FROM u", "UNION BY NAME"),
+    ("SELECT * REPLACE (1 AS a) FROM t", "* REPLACE"),
+    ("SELECT COLUMNS('x.*') FROM t", "COLUMNS()"),
+    ("SELECT list_transform(l, x -> x + 1) FROM t", "-> lambdas"),
+])
+def test_transpile_refuses_what_spark_would_run_differently(sql, reason):
+    with pytest.raises(kspark.NotPortable, match=reason.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+        kspark.transpile(sql, "q.sql")
+
+
+def test_comments_may_say_anything():
+    assert kspark.transpile("-- a -> b, UNION ALL BY NAME\nSELECT 1 AS a") == "SELECT 1 AS a"
+
+
+def test_spark_types_cover_the_schema():
+    from kwarehouse import schema
+    for name in schema.tables():
+        assert "`model`" in kspark.table_ddl(name) or "`day`" in kspark.table_ddl(name)
+    assert kspark.spark_type("MAP(VARCHAR, VARCHAR)") == "MAP<STRING, STRING>"
+    assert kspark.spark_type("VARCHAR[]") == "ARRAY<STRING>"
+    assert kspark.spark_type("TIMESTAMP") == "TIMESTAMP_NTZ"
+
+
+def test_views_dialect_spark_prints_every_view():
+    result = CliRunner().invoke(main, ["views", "--dialect", "spark"])
+    assert result.exit_code == 0, result.output
+    created = [line.split("`")[1] for line in result.output.splitlines() if line.startswith("CREATE")]
+    assert created == [v.name for v in views.creation_order()]
+    one = CliRunner().invoke(main, ["views", "show", "roofline", "--dialect", "spark"])
+    assert one.output.startswith("CREATE OR REPLACE TEMPORARY VIEW `roofline` AS WITH launches AS")
+    assert "read_parquet" not in result.output
+
+
+# -- parity on a local Spark -------------------------------------------------------------------
+
+def test_register_creates_every_table_and_view(registered):
+    spark, _, names = registered
+    temporary = {row.tableName for row in spark.sql("SHOW TABLES").collect() if row.isTemporary}
+    assert set(names) <= temporary
+    assert set(views.all_views()) <= set(names)
+
+
+@pytest.mark.parametrize("table", ["runs", "kernels", "metrics", "rules", "kernel_launches",
+                                   "kernel_summaries", "nvtx_summaries", "rollup_kernels_daily",
+                                   "rollup_libraries_daily", "metric_catalog", "bottleneck_thresholds"])
+def test_tables_match(registered, table):
+    spark, warehouse, _ = registered
+    con = warehouse.connect()
+    # maps compare as sorted (key, value) lists: their order is not part of their value
+    columns = [(c, t) for c, t, *_ in con.execute(f"DESCRIBE {table}").fetchall()]
+    duck = ", ".join(f"map_entries(\"{c}\")" if t.startswith("MAP") else f'"{c}"' for c, t in columns)
+    spark_columns = ", ".join(f"map_entries(`{c}`)" if t.startswith("MAP") else f"`{c}`" for c, t in columns)
+    duck_rows = con.execute(f"SELECT {duck} FROM {table}").fetchall()
+    spark_rows = spark.sql(f"SELECT {spark_columns} FROM {table}").collect()
+    if table not in ("kernel_launches",):
+        assert duck_rows, f"{table} is empty on the test warehouse"
+    assert_same_rows(spark_rows, duck_rows, table)
+
+
+@pytest.mark.parametrize("view", list(views.all_views()))
+def test_view_parity(registered, view):
+    spark, warehouse, _ = registered
+    spark_rows = spark.sql(f"SELECT * FROM `{view}`").collect()
+    duck_rows = warehouse.connect().execute(f'SELECT * FROM "{view}"').fetchall()
+    assert duck_rows, f"{view} is empty on the test warehouse: the parity test would prove nothing"
+    assert_same_rows(spark_rows, duck_rows, view)
+
+
+@pytest.mark.parametrize("path", QUERIES, ids=lambda p: p.name)
+def test_query_parity(registered, path):
+    spark, warehouse, _ = registered
+    sql = path.read_text()
+    spark_rows = spark.sql(kspark.transpile(sql, path.name)).collect()
+    duck_rows = warehouse.connect().execute(sql).fetchall()
+    assert duck_rows, f"{path.name} is empty on the test warehouse"
+    assert_same_rows(spark_rows, duck_rows, path.name)
+
+
+def test_partition_values_stay_strings(spark, tmp_path):
+    """A model named 007 must not become the integer 7 (Spark's partition type inference)."""
+    warehouse = Warehouse(tmp_path / "wh")
+    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="007")
+    assert not report.failed and report.runs[0].model == "007"
+    session = spark.newSession()
+    kspark.register(session, warehouse.root)
+    assert [tuple(r) for r in session.sql("SELECT DISTINCT model FROM kernels").collect()] == [("007",)]
+    assert session.sql("SELECT count(*) FROM rollup_kernels_daily").collect()[0][0] == 0
+
+
+def test_register_refuses_a_folder_without_warehouse(spark, tmp_path):
+    with pytest.raises(kspark.KwhError, match="no warehouse here"):
+        kspark.register(spark.newSession(), tmp_path)
+
+
+def test_spark_sql_command(registered):
+    pristine_warehouse = registered[1].root
+    result = CliRunner().invoke(main, ["-w", str(pristine_warehouse), "spark-sql", "--csv", "--from-duckdb",
+                                       "-f", str(REPO / "queries" / "kernels_per_model.sql")])
+    assert result.exit_code == 0, result.output
+    duck = CliRunner().invoke(main, ["-w", str(pristine_warehouse), "sql", "--csv", "-f",
+                                     str(REPO / "queries" / "kernels_per_model.sql")])
+    assert result.output.splitlines()[0] == duck.output.splitlines()[0]
+    assert len(result.output.splitlines()) == len(duck.output.splitlines()) > 2
+    bad = CliRunner().invoke(main, ["-w", str(pristine_warehouse), "spark-sql", "SELECT nope FROM kernels"])
+    assert bad.exit_code == 1
+    assert bad.output.count("\n") == 1 and "Error: Spark: [UNRESOLVED_COLUMN" in bad.output
