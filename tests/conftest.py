@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import pipeline
+from kwarehouse import pipeline, schema
 from kwarehouse.store import Warehouse
 
 DATA = Path(__file__).parent / "data"
@@ -81,6 +81,17 @@ def ingested(pristine_warehouse, tmp_path) -> Warehouse:
     warehouse = Warehouse(root)
     warehouse.refresh_duckdb()   # its views name the files of the copy
     return warehouse
+
+
+def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:
+    """Every row of every table, sorted, as text: two warehouses holding the same data compare equal
+    (ingested_at, the wall-clock time of the ingest, is left out)."""
+    con = warehouse.connect()
+    out = {}
+    for name, spec in schema.tables().items():
+        columns = ", ".join(f'"{c}"' for c, _ in spec.sql_types if c != "ingested_at")
+        out[name] = sorted(map(repr, con.execute(f"SELECT {columns} FROM {name}").fetchall()))
+    return out
 
 
 def _cell(value) -> str:

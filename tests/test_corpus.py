@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -96,3 +97,27 @@ def test_the_report_renders_from_the_whole_corpus(tmp_path, warehouse):
     for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
                   "Warp stall breakdown per op class", "Bottleneck class", "Design signals"):
         assert f"<h2>{title}" in text, title
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path):
+    """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java 17")
+    from conftest import warehouse_rows
+    from kwarehouse import fanout, spark
+    from kwarehouse.store import Warehouse
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for tarball in sorted(CORPUS.glob("*.tar.xz")):
+        subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
+    local = Warehouse(tmp_path / "local")
+    assert pipeline.ingest([runs], local).failed == []
+    expected = warehouse_rows(local)
+    assert len(expected["kernels"]) == sum(EXPECTED.values())
+    for name, fan_out in [("spark", fanout.spark_tasks(spark.local_session(2))),
+                          ("processes", fanout.process_pool(2))]:
+        fanned = Warehouse(tmp_path / name)
+        assert pipeline.ingest([runs], fanned, fan_out=fan_out).failed == []
+        assert warehouse_rows(fanned) == expected, name

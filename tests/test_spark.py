@@ -218,3 +218,38 @@ def test_spark_sql_command(registered):
     bad = CliRunner().invoke(main, ["-w", str(pristine_warehouse), "spark-sql", "SELECT nope FROM kernels"])
     assert bad.exit_code == 1
     assert bad.output.count("\n") == 1 and "Error: Spark: [UNRESOLVED_COLUMN" in bad.output
+
+
+# -- ingest fan-out on Spark -------------------------------------------------------------------
+
+def test_spark_ingest_equals_local_ingest(spark, pristine_warehouse, tmp_path):
+    from conftest import EXPORT_FOLDERS, warehouse_rows
+    from kwarehouse import fanout
+    sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
+    warehouse = Warehouse(tmp_path / "wh")
+    report = pipeline.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
+    assert not report.failed and len(report.runs) == 25
+    assert warehouse_rows(warehouse) == warehouse_rows(Warehouse(pristine_warehouse))
+    again = pipeline.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
+    assert again.runs == [] and all(why.startswith("already ingested") for _, why in again.skipped)
+
+
+def test_spark_ingest_command(spark, tmp_path):
+    result = CliRunner().invoke(main, ["-w", str(tmp_path / "wh"), "ingest", "--engine", "spark",
+                                       str(DATA / "ncu-gpt2-h100"), str(DATA / "bad" / "empty.csv")])
+    assert result.exit_code == 1
+    assert "Error: " in result.output and "empty.csv: file is empty" in result.output
+    assert "ingested 1 run(s), 3 kernels; 0 already ingested, 0 other file(s) ignored, 1 failed" in result.output
+
+
+def test_a_failing_spark_task_is_one_line(spark, tmp_path, monkeypatch):
+    from kwarehouse import fanout
+    from kwarehouse.errors import KwhError
+
+    def broken(job, context):
+        raise ZeroDivisionError("worker broke")
+
+    # the task function travels to the Spark workers by value: patch the reference the lambda uses
+    monkeypatch.setattr(fanout, "prepare_folder", broken)
+    with pytest.raises(KwhError, match="a Spark ingest task failed.*ZeroDivisionError: worker broke"):
+        pipeline.ingest([DATA / "ncu-gpt2-h100"], Warehouse(tmp_path / "wh"), fan_out=fanout.spark_tasks(spark))

@@ -67,8 +67,15 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv, ncu-rep, nsys-sqlite, nsys-stats-csv, torch-trace).")
 @click.option("--model", help="Model name for exports without a manifest*.json beside them.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Run tag; repeatable.")
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Read and normalize folders in this many processes (with --engine spark: local[N] cores).")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="spark: fan the folders out as Spark tasks (pyspark and Java 17 needed).")
+@click.option("--spark-master", metavar="URL", envvar="KWH_SPARK_MASTER",
+              help="With --engine spark: the cluster's master URL (default local[JOBS]); the warehouse "
+                   "and sources must be paths every executor reaches.")
 @click.pass_obj
-def ingest(warehouse: Warehouse, sources, format_, model, tags):
+def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, spark_master):
     """Ingest profiler exports (files or folders, searched recursively).
 
     Raw and details pages of one ncu report become one run. Files already ingested (same sha256)
@@ -78,15 +85,24 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags):
     Example:
       kwh ingest runs/ --tag branch=main
       kwh ingest out.csv --model bert --format ncu-raw-csv
+      kwh ingest --jobs 2 fleet/
+      kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
     tag_map = _parse_tags(tags)
+    fan_out = None
+    if engine == "spark":
+        from kwarehouse import fanout, spark
+        fan_out = fanout.spark_tasks(spark.session(spark_master or f"local[{jobs}]"))
+    elif jobs > 1:
+        from kwarehouse import fanout
+        fan_out = fanout.process_pool(jobs)
     files = [p for p, _ in pipeline.discover(sources)]
     if sys.stderr.isatty() and len(files) > 1:
         with click.progressbar(length=len(files), label="Reading exports", file=sys.stderr) as bar:
             report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map,
-                                     progress=lambda _: bar.update(1))
+                                     progress=lambda _: bar.update(1), fan_out=fan_out)
     else:
-        report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map)
+        report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.runs:

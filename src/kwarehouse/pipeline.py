@@ -94,41 +94,38 @@ def sha256_of(path: Path) -> str:
 
 def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None = None,
            model: str | None = None, tags: dict[str, str] | None = None,
-           progress: Callable[[Path], None] | None = None) -> IngestReport:
+           progress: Callable[[Path], None] | None = None, fan_out=None) -> IngestReport:
     """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal.
 
     Folders are read and committed one at a time (a run's id includes its folder, so the pages of
-    one report always share a folder): memory holds one folder's exports, however many there are."""
-    report = IngestReport()
+    one report always share a folder): memory holds one folder's exports, however many there are.
+    fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
+    or spark_tasks(session)); the result is the same."""
     tags = dict(tags or {})
     if format:
         readers.reader_named(format)
-    batches: dict[Path, list[tuple[Path, bool]]] = {}
-    for path, explicit in discover(sources):
-        batches.setdefault(path.parent.absolute(), []).append((path, explicit))
+    batches = folder_batches(sources)
+    if fan_out is not None:
+        from kwarehouse import fanout
+        return fanout.ingest_fanned_out(batches, warehouse, fan_out, format=format, model=model, tags=tags,
+                                        progress=progress)
+    report = IngestReport()
     metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}
     seen: set[str] = set()
     writer = None
+
+    def already(sha: str) -> str | None:
+        return warehouse.ingested_run(sha) if warehouse.exists else None
+
     try:
-        for batch in batches.values():
-            read = []
-            for path, explicit in batch:
-                if progress:
-                    progress(path)
-                try:
-                    source = _read_one(path, explicit, format, warehouse, metadata, seen, report)
-                except InputError as exc:
-                    report.failed.append(str(exc))
-                    continue
-                if source is not None:
-                    read.append(source)
-            groups = group_runs(read)
+        for batch in batches:
+            groups = read_folder(batch, format, already, metadata, seen, report, progress)
             if not groups:
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
                 writer = warehouse.writer()
                 report.repairs.extend(writer.__enter__())
-            _commit_groups(groups, warehouse, model, tags, report)
+            commit_groups(groups, warehouse, model, tags, report)
     except BaseException:
         if writer is not None:
             writer.__exit__(*sys.exc_info())
@@ -140,7 +137,33 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     return report
 
 
-def _commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+def folder_batches(sources: Iterable[Path]) -> list[list[tuple[Path, bool]]]:
+    """The files under `sources` (see discover), one list per folder, in discovery order."""
+    batches: dict[Path, list[tuple[Path, bool]]] = {}
+    for path, explicit in discover(sources):
+        batches.setdefault(path.parent.absolute(), []).append((path, explicit))
+    return list(batches.values())
+
+
+def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Callable[[str], str | None],
+                metadata: dict, seen: set[str], report: IngestReport,
+                progress: Callable[[Path], None] | None = None) -> dict[str, list[_Source]]:
+    """Read one folder's files and group them into runs; failures and skips go to `report`."""
+    read = []
+    for path, explicit in batch:
+        if progress:
+            progress(path)
+        try:
+            source = _read_one(path, explicit, format, already, metadata, seen, report)
+        except InputError as exc:
+            report.failed.append(str(exc))
+            continue
+        if source is not None:
+            read.append(source)
+    return group_runs(read)
+
+
+def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
                    tags: dict[str, str], report: IngestReport) -> None:
     for run_id, members in groups.items():
         # Another writer may have committed these files while we were reading them: check again
@@ -160,8 +183,10 @@ def _commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model
             report.failed.append(str(exc))
 
 
-def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehouse,
+def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[[str], str | None],
               metadata: dict, seen: set[str], report: IngestReport) -> _Source | None:
+    """Read one file, or None (with the reason in `report.skipped`) when it is not to be ingested.
+    already(sha256) names the run a file with that content went into, if any."""
     if path.is_symlink() and not path.exists():
         raise InputError(path, "broken symbolic link; point it at an export or remove it")
     if not path.is_file():
@@ -183,7 +208,7 @@ def _read_one(path: Path, explicit: bool, format: str | None, warehouse: Warehou
     if sha in seen:
         report.skipped.append((str(path), "same content as another file in this ingest"))
         return None
-    run_id = warehouse.ingested_run(sha) if warehouse.exists else None
+    run_id = already(sha)
     if run_id is not None:
         report.skipped.append((str(path), f"already ingested (run {run_id})"))
         return None
@@ -240,6 +265,26 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
     """Build one run's tables from its exports (and what the warehouse already holds of it) and
     commit them atomically."""
     existing = warehouse.read_run(run_id)
+    built = build_run(run_id, members, existing, normalize.KernelRules.load(warehouse.rules_dir),
+                      model_option, tags)
+    warehouse.commit_run(run_id, built.model, built.gpu, built.tables, built.files)
+    return built.summary
+
+
+@dataclass
+class BuiltRun:
+    """One run's tables, ready to stage, with the files they came from."""
+    model: str
+    gpu: str
+    tables: dict[str, pa.Table]
+    files: list[IngestedFile]
+    summary: RunSummary
+
+
+def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table],
+              rules: normalize.KernelRules, model_option: str | None, tags: dict[str, str]) -> BuiltRun:
+    """The tables of run `run_id` from its exports, merged with `existing` (what the warehouse
+    already holds of it, by table; empty for a new run)."""
     # Where exports of one report overlap, the first kept wins: raw page in export units (most
     # digits), then raw in base units (--print-units base rounds), then details (two decimals).
     members = sorted(members, key=lambda m: (normalize.PAGE_PRIORITY.get(m.result.page, 9),
@@ -252,7 +297,6 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
     gpu = gpu or meta.fields.get("gpu") or tags.get("gpu") or "unknown"
     model = (meta.fields.get("model") or model_option or (existing_run or {}).get("model")
              or members[0].folder.name or "unknown")
-    rules = normalize.KernelRules.load(warehouse.rules_dir)
     tool = members[0].result.tool
     if tool == "ncu":
         tables, count, compute_capability = _profile_tables(members, existing, rules)
@@ -282,8 +326,8 @@ def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_opt
     tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
               **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
     new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format) for m in members]
-    warehouse.commit_run(run_id, model, gpu, tables, new_files)
-    return RunSummary(run_id, model, gpu, count, [str(m.result.path) for m in members], new=not existing)
+    return BuiltRun(model, gpu, tables, new_files,
+                    RunSummary(run_id, model, gpu, count, [str(m.result.path) for m in members], new=not existing))
 
 
 def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules: normalize.KernelRules):

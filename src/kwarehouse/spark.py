@@ -13,7 +13,9 @@ schema.sql, so partition values such as gpu=007 stay strings. pyspark is an opti
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import sqlglot
@@ -176,11 +178,20 @@ def _polars_spark_type(dtype) -> str:
 
 def local_session(cores: int = 2, app_name: str = "kwh"):
     """A SparkSession on this machine (local[cores]) with kwh's settings: for tests and `kwh spark-sql`."""
+    return session(f"local[{cores}]", app_name)
+
+
+def session(master: str, app_name: str = "kwh"):
+    """A SparkSession on `master` (local[N], spark://host:port, yarn, ...) with kwh's settings."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise KwhError("pyspark is not installed: pip install 'kwarehouse[spark]' (and Java 17)") from None
-    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+        # local workers run this interpreter (with kwarehouse and its dependencies), not `python3`;
+        # pyspark reads it from the environment when the context starts
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     for key, value in LOCAL_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -89,6 +89,16 @@ RETIRE_GRACE = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
+class StagedRun:
+    """One run's Parquet files written under staging/<txn>/, waiting for Warehouse.commit_staged."""
+    run_id: str
+    model: str
+    gpu: str
+    txn: str
+    files: tuple[tuple[str, str], ...]   # (path relative to the root, table)
+
+
+@dataclass(frozen=True)
 class IngestedFile:
     sha256: str
     path: str
@@ -192,6 +202,11 @@ class Warehouse:
             return con.execute(sa.select(catalog_files.c.run_id)
                                .where(catalog_files.c.sha256 == sha256)).scalar()
 
+    def ingested_files(self) -> dict[str, str]:
+        """sha256 -> run id of every file ingested so far."""
+        with self.engine.connect() as con:
+            return dict(con.execute(sa.select(catalog_files.c.sha256, catalog_files.c.run_id)).all())
+
     def committed_files(self, table: str, run_id: str | None = None) -> list[Path]:
         if table in schema.ROLLUP_TABLES:
             query = (sa.select(catalog_rollup_files.c.path).where(catalog_rollup_files.c.table_name == table)
@@ -248,15 +263,35 @@ class Warehouse:
         """Replace run `run_id` by `tables` and record `files` as ingested, all or nothing.
 
         Call inside writer()."""
+        self.commit_staged(self.stage_run(run_id, model, gpu, tables), files)
+
+    def stage_run(self, run_id: str, model: str, gpu: str, tables: dict[str, pa.Table]) -> StagedRun:
+        """Write one run's Parquet files into the staging area, where no reader sees them.
+
+        Safe outside writer() only while this process's ingest holds the writer lock (a new writer
+        clears the staging area): ingest fan-out workers stage, the driver commits."""
         txn = uuid.uuid4().hex[:12]
         stage = self.staging / txn
-        moves: list[tuple[Path, Path, str, tuple[str, ...]]] = []   # staged, relative, table, runs
+        staged = []
         for name, table in tables.items():
             table = schema.conform(name, table)
             relative = (Path(name) / f"model={partition_value(model)}" / f"gpu={partition_value(gpu)}"
                         / f"{run_id}-{txn}.parquet")
             self._stage(stage, relative, name, table)
-            moves.append((stage / relative, relative, name, (run_id,)))
+            staged.append((relative.as_posix(), name))
+        return StagedRun(run_id, model, gpu, txn, tuple(staged))
+
+    def discard_staged(self, staged: StagedRun) -> None:
+        shutil.rmtree(self.staging / staged.txn, ignore_errors=True)
+
+    def commit_staged(self, staged: StagedRun, files: list[IngestedFile]) -> None:
+        """Make a staged run the committed rows of its run id and record `files`, all or nothing.
+
+        Call inside writer()."""
+        run_id, model, gpu, txn = staged.run_id, staged.model, staged.gpu, staged.txn
+        stage = self.staging / txn
+        moves: list[tuple[Path, Path, str, tuple[str, ...]]] = [   # staged, relative, table, runs
+            (stage / relative, Path(relative), name, (run_id,)) for relative, name in staged.files]
         # Files this run shares with other runs (after kwh compact) are rewritten without its rows.
         retired: list[str] = []
         with self.engine.connect() as con:
@@ -273,9 +308,9 @@ class Warehouse:
                     relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
                     self._stage(stage, relative, name, kept, conformed=True)
                     moves.append((stage / relative, relative, name, tuple(sorted(others))))
-        for staged, relative, _, _ in moves:
+        for source, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, self.root / relative)
+            os.replace(source, self.root / relative)
         now = datetime.now(UTC).replace(tzinfo=None)
         with self.engine.begin() as con:
             existing = con.execute(sa.select(catalog_runs.c.created_at)

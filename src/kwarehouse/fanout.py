@@ -1,0 +1,196 @@
+"""Ingest fan-out: read, normalize and stage folders of exports in parallel (worker processes with
+`kwh ingest --jobs N`, or Spark tasks with `--engine spark`); the driver commits each staged run
+through the catalog, one at a time, in folder order.
+
+Why the result equals a one-process ingest: the driver holds the writer lock from before the first
+task starts until the last commit, so the catalog the workers were given (which files and runs are
+already in) cannot change under them. A folder whose runs need the driver's view of the warehouse
+(it adds pages to a run already committed, or repeats content another folder of this ingest had) is
+read again on the driver by the one-process code path, and its staged files are discarded.
+
+Workers write Parquet only under the warehouse's staging folder, which no reader lists; a crash
+leaves nothing there that the next writer does not remove. The warehouse folder must be one path
+that the driver and every worker reach (local disk for local[N] and --jobs, a shared mount on a
+cluster), and so must the sources.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kwarehouse import normalize, pipeline
+from kwarehouse.errors import InputError, KwhError
+from kwarehouse.store import IngestedFile, StagedRun, Warehouse
+
+# A job: (position in folder order, the folder's files as (path, named by the user)).
+Job = tuple[int, list[tuple[str, bool]]]
+
+
+@dataclass(frozen=True)
+class IngestContext:
+    """What every worker needs, sent once per worker (not per folder)."""
+    warehouse_root: str
+    format: str | None
+    model: str | None
+    tags: dict[str, str]
+    ingested: dict[str, str]          # sha256 -> run id of every file already in the warehouse
+    existing_runs: frozenset[str]
+
+
+@dataclass
+class PreparedRun:
+    staged: StagedRun
+    files: list[IngestedFile]
+    summary: pipeline.RunSummary
+
+
+@dataclass
+class FolderResult:
+    index: int
+    paths: list[str]
+    shas: list[str] = field(default_factory=list)     # every file content read
+    runs: list[PreparedRun] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    redo: bool = False    # the driver must ingest this folder itself (see the module docstring)
+
+
+# A fan-out: runs prepare_folder over the jobs with the context, yields results in job order.
+FanOut = Callable[[list[Job], IngestContext], Iterable[FolderResult]]
+
+
+def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
+    """Read one folder, build its runs and stage their Parquet files: the work of one task."""
+    index, files = job
+    warehouse = Warehouse(context.warehouse_root)    # staging and rules only: no catalog access here
+    result = FolderResult(index, [p for p, _ in files])
+    report = pipeline.IngestReport()
+    seen: set[str] = set()
+    groups = pipeline.read_folder([(Path(p), explicit) for p, explicit in files], context.format,
+                                  context.ingested.get, {}, seen, report)
+    result.shas = sorted(seen)
+    result.skipped, result.failed = report.skipped, report.failed
+    if any(run_id in context.existing_runs for run_id in groups):
+        result.redo = True
+        return result
+    rules = _rules(warehouse.rules_dir)
+    for run_id, members in groups.items():
+        try:
+            built = pipeline.build_run(run_id, members, {}, rules, context.model, context.tags)
+        except InputError as exc:
+            result.failed.append(str(exc))
+            continue
+        staged = warehouse.stage_run(run_id, built.model, built.gpu, built.tables)
+        result.runs.append(PreparedRun(staged, built.files, built.summary))
+    return result
+
+
+_RULES: dict[Path, normalize.KernelRules] = {}
+
+
+def _rules(rules_dir: Path) -> normalize.KernelRules:
+    """The classification rules, loaded once per worker process."""
+    if rules_dir not in _RULES:
+        _RULES[rules_dir] = normalize.KernelRules.load(rules_dir)
+    return _RULES[rules_dir]
+
+
+def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehouse, fan_out: FanOut, *,
+                      format: str | None, model: str | None, tags: dict[str, str],
+                      progress: Callable[[Path], None] | None = None) -> pipeline.IngestReport:
+    """pipeline.ingest with the folders prepared by `fan_out` and committed here."""
+    report = pipeline.IngestReport()
+    if not batches:
+        return report
+    with warehouse.writer() as repairs:
+        report.repairs.extend(repairs)
+        context = IngestContext(str(warehouse.root), format, model, tags, warehouse.ingested_files(),
+                                frozenset(run_id for run_id, _, _ in warehouse.runs()))
+        jobs = [(i, [(str(p), explicit) for p, explicit in batch]) for i, batch in enumerate(batches)]
+        seen: set[str] = set()
+        metadata: dict = {}
+        for result in fan_out(jobs, context):
+            if result.redo or not seen.isdisjoint(result.shas):
+                for run in result.runs:
+                    warehouse.discard_staged(run.staged)
+                groups = pipeline.read_folder(batches[result.index], format, warehouse.ingested_run, metadata,
+                                              seen, report, progress)
+                pipeline.commit_groups(groups, warehouse, model, tags, report)
+                continue
+            if progress:
+                for path in result.paths:
+                    progress(Path(path))
+            seen.update(result.shas)
+            report.skipped.extend(result.skipped)
+            report.failed.extend(result.failed)
+            for run in result.runs:
+                warehouse.commit_staged(run.staged, run.files)
+                report.runs.append(run.summary)
+    return report
+
+
+# -- fan-outs ----------------------------------------------------------------------------------
+
+def process_pool(jobs: int) -> FanOut:
+    """Prepare folders in `jobs` worker processes on this machine (kwh ingest --jobs)."""
+    def fan_out(work: list[Job], context: IngestContext) -> Iterator[FolderResult]:
+        # fresh interpreters, not fork: the parent's DuckDB and polars thread pools do not survive fork
+        spawn = multiprocessing.get_context("spawn")
+        # each worker's polars gets its share of the cores, not all of them
+        saved = os.environ.get("POLARS_MAX_THREADS")
+        os.environ["POLARS_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_set_context,
+                                     initargs=(context,)) as pool:
+                yield from pool.map(_prepare_with_context, work)
+        finally:
+            if saved is None:
+                os.environ.pop("POLARS_MAX_THREADS", None)
+            else:
+                os.environ["POLARS_MAX_THREADS"] = saved
+    return fan_out
+
+
+_CONTEXT: IngestContext | None = None
+
+
+def _set_context(context: IngestContext) -> None:
+    global _CONTEXT
+    _CONTEXT = context
+
+
+def _prepare_with_context(job: Job) -> FolderResult:
+    assert _CONTEXT is not None
+    return prepare_folder(job, _CONTEXT)
+
+
+def spark_tasks(session) -> FanOut:
+    """Prepare folders as tasks of a Spark job on `session`'s executors (kwh ingest --engine spark).
+    The context goes to executors once, as a broadcast variable."""
+    def fan_out(work: list[Job], context: IngestContext) -> list[FolderResult]:
+        sc = session.sparkContext
+        shared = sc.broadcast(context)
+        try:
+            slices = max(1, min(len(work), sc.defaultParallelism * 4))
+            results = sc.parallelize(work, slices).map(lambda job: prepare_folder(job, shared.value)).collect()
+        except Exception as exc:
+            if "py4j" not in type(exc).__module__ and "pyspark" not in type(exc).__module__:
+                raise
+            raise KwhError(f"a Spark ingest task failed (nothing was committed): {_last_error_line(exc)}") from None
+        finally:
+            shared.unpersist()
+        return sorted(results, key=lambda r: r.index)
+    return fan_out
+
+
+def _last_error_line(exc: Exception) -> str:
+    """The Python error at the bottom of a Spark task failure (Spark wraps it in pages of JVM stack)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    python_errors = [line for line in lines if re.match(r"^[A-Za-z_.]+(Error|Exception): ", line)]
+    return python_errors[-1] if python_errors else (lines[0] if lines else type(exc).__name__)

@@ -1,0 +1,110 @@
+"""kwh ingest --jobs N: folders read and normalized in worker processes, committed by the driver,
+give exactly the warehouse a one-process ingest gives, in every case where the driver must step in."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import DATA, EXPORT_FOLDERS, warehouse_rows
+from kwarehouse import fanout, pipeline
+from kwarehouse.cli import main
+from kwarehouse.store import Warehouse
+
+SOURCES = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
+
+
+def _both(tmp_path: Path, steps, fan_out) -> tuple[Warehouse, Warehouse, list, list]:
+    """Run the same ingest steps [(sources, options)] one-process and fanned out."""
+    alone, fanned = Warehouse(tmp_path / "alone"), Warehouse(tmp_path / "fanned")
+    reports_alone, reports_fanned = [], []
+    for sources, options in steps:
+        reports_alone.append(pipeline.ingest(sources, alone, **options))
+        reports_fanned.append(pipeline.ingest(sources, fanned, fan_out=fan_out, **options))
+    return alone, fanned, reports_alone, reports_fanned
+
+
+def _same_reports(one: pipeline.IngestReport, other: pipeline.IngestReport) -> None:
+    assert [(r.run_id, r.model, r.gpu, r.kernels, r.new) for r in one.runs] == \
+           [(r.run_id, r.model, r.gpu, r.kernels, r.new) for r in other.runs]
+    assert one.failed == other.failed
+    assert one.skipped == other.skipped
+
+
+@pytest.fixture(scope="module")
+def two_processes():
+    return fanout.process_pool(2)
+
+
+def test_two_processes_equal_one(pristine_warehouse, tmp_path, two_processes):
+    fanned = Warehouse(tmp_path / "wh")
+    report = pipeline.ingest(SOURCES, fanned, fan_out=two_processes)
+    assert not report.failed and len(report.runs) == 25
+    assert warehouse_rows(fanned) == warehouse_rows(Warehouse(pristine_warehouse))
+    assert list(fanned.staging.glob("*")) == []
+
+
+def test_bad_files_are_reported_alike(tmp_path, two_processes):
+    alone, fanned, (one,), (other,) = _both(tmp_path, [([DATA / "bad", DATA / "ncu-gtx1080-raw"], {})], two_processes)
+    assert len(one.failed) >= 5
+    _same_reports(one, other)
+    assert warehouse_rows(alone) == warehouse_rows(fanned)
+
+
+def test_pages_added_to_a_committed_run_are_merged_by_the_driver(tmp_path, two_processes):
+    """The raw page goes in first; the details page, ingested fanned out later, joins its run."""
+    folder = tmp_path / "src" / "gpt2"
+    shutil.copytree(DATA / "ncu-gpt2-h100", folder)
+    steps = [([folder / "gpt2.raw.csv"], {}), ([folder], {"tags": {"branch": "main"}})]
+    alone, fanned, reports_alone, reports_fanned = _both(tmp_path, steps, two_processes)
+    for one, other in zip(reports_alone, reports_fanned):
+        _same_reports(one, other)
+    assert reports_fanned[1].runs[0].new is False
+    assert warehouse_rows(alone) == warehouse_rows(fanned)
+    assert list(fanned.staging.glob("*")) == []
+
+
+def test_content_repeated_in_another_folder_is_skipped_alike(tmp_path, two_processes):
+    first, second = tmp_path / "src" / "a", tmp_path / "src" / "b"
+    shutil.copytree(DATA / "ncu-gpt2-h100", first)
+    shutil.copytree(DATA / "ncu-gpt2-h100", second)
+    alone, fanned, (one,), (other,) = _both(tmp_path, [([tmp_path / "src"], {})], two_processes)
+    assert any("same content as another file" in why for _, why in other.skipped)
+    _same_reports(one, other)
+    assert warehouse_rows(alone) == warehouse_rows(fanned)
+
+
+def test_second_ingest_skips_everything(tmp_path, two_processes):
+    steps = [([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], {})] * 2
+    alone, fanned, reports_alone, reports_fanned = _both(tmp_path, steps, two_processes)
+    assert reports_fanned[1].runs == []
+    assert all(why.startswith("already ingested") for _, why in reports_fanned[1].skipped)
+    _same_reports(reports_alone[1], reports_fanned[1])
+
+
+def test_a_failing_fan_out_commits_nothing_and_leaves_nothing(tmp_path):
+    """Workers staged a folder, then the job died: no run is visible and the next writer clears staging."""
+    warehouse = Warehouse(tmp_path / "wh")
+
+    def dies_after_staging(jobs, context):
+        for job in jobs:
+            fanout.prepare_folder(job, context)
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(RuntimeError, match="executor lost"):
+        pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse, fan_out=dies_after_staging)
+    assert warehouse.runs() == []
+    assert any(warehouse.staging.rglob("*.parquet"))
+    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    assert any("staged file(s) of an interrupted ingest" in line for line in report.repairs)
+    assert len(report.runs) == 1 and not any(warehouse.staging.rglob("*.parquet"))
+
+
+def test_cli_jobs(tmp_path):
+    result = CliRunner().invoke(main, ["-w", str(tmp_path / "wh"), "ingest", "--jobs", "2",
+                                       str(DATA / "ncu-gpt2-h100"), str(DATA / "torch-trace-gpt2")])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1].startswith("ingested 2 run(s)")
