@@ -332,11 +332,20 @@ def test_renormalize_applies_new_rules_to_old_runs_and_is_idempotent(warehouse):
 
 def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
     before = rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id")
+    from kwarehouse import store
     for path in ingested.committed_files("kernels"):   # as an older kwh would have written them
         table = pq.read_table(path)
-        pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops"]), path)
+        old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernels')}", ""))
+        assert old != path
+        pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops"]), old)
+        path.unlink()
+        with ingested.engine.begin() as con:   # an older kwh named its files without the schema mark
+            for listing in (store.catalog_parquet, store.catalog_parquet_runs):
+                con.execute(listing.update().where(listing.c.path == path.relative_to(ingested.root).as_posix())
+                            .values(path=old.relative_to(ingested.root).as_posix()))
     ingested.refresh_duckdb()
     assert rows(ingested, "SELECT count(kernel_id) FROM kernels") == [(0,)]
+    assert rows(ingested, "SELECT count(*) FROM kernels") == [(len(before),)]
     report = pipeline.renormalize(ingested)
     assert report.changed and report.unchanged == 0
     assert rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id") == before
@@ -364,3 +373,26 @@ def test_metric_catalog_is_queryable_with_the_warehouse(ingested):
     assert con.execute("SELECT count(*) FROM metrics m WHERE model = 'gpt2' AND metric IN "
                        "('gpu__time_duration.sum', 'lts__t_sector_hit_rate.pct') AND NOT EXISTS "
                        "(SELECT 1 FROM metric_catalog c WHERE c.metric = m.metric)").fetchall() == [(0,)]
+
+
+def test_files_of_old_and_current_schema_read_together(ingested, tmp_path):
+    """A warehouse holding files an older kwh wrote (fewer columns, no schema mark in the name) and
+    files of today's schema: the views read both, the old ones' missing columns as NULL."""
+    from kwarehouse import store
+    mark = store.current_schema_mark("kernels")
+    oldest = ingested.committed_files("kernels")[0]
+    table = pq.read_table(oldest)
+    renamed = oldest.with_name(oldest.name.replace(f".{mark}", ""))
+    pq.write_table(table.drop_columns(["flops"]), renamed)
+    oldest.unlink()
+    with ingested.engine.begin() as con:
+        for listing in (store.catalog_parquet, store.catalog_parquet_runs):
+            con.execute(listing.update().where(listing.c.path == oldest.relative_to(ingested.root).as_posix())
+                        .values(path=renamed.relative_to(ingested.root).as_posix()))
+    ingested.refresh_duckdb()
+    names = [p.name for p in ingested.committed_files("kernels")]
+    assert sum(mark in n for n in names) == len(names) - 1
+    total, with_flops_column = rows(ingested, "SELECT count(*), count(*) FILTER (WHERE run_id != ?) FROM kernels",
+                                    [table["run_id"][0].as_py()])[0]
+    assert total == with_flops_column + table.num_rows
+    assert rows(ingested, "SELECT count(flops) FROM kernels WHERE run_id = ?", [table["run_id"][0].as_py()]) == [(0,)]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import hashlib
 import os
 import shutil
 import uuid
@@ -277,7 +279,7 @@ class Warehouse:
             table = schema.conform(name, table)
             relative = (Path(name) / f"model={partition_value(model)}" / f"gpu={partition_value(gpu)}"
                         / f"{run_id}-{txn}.parquet")
-            self._stage(stage, relative, name, table)
+            relative = self._stage(stage, relative, name, table)
             staged.append((relative.as_posix(), name))
         return StagedRun(run_id, model, gpu, txn, tuple(staged))
 
@@ -306,7 +308,7 @@ class Warehouse:
                     kept = pq.read_table(self.root / path)
                     kept = kept.filter(pc.not_equal(kept["run_id"], run_id))
                     relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
-                    self._stage(stage, relative, name, kept, conformed=True)
+                    relative = self._stage(stage, relative, name, kept, conformed=True)
                     moves.append((stage / relative, relative, name, tuple(sorted(others))))
         for source, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -327,13 +329,18 @@ class Warehouse:
                                                           run_id=run_id, ingested_at=now))
         shutil.rmtree(stage, ignore_errors=True)
 
-    def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table, conformed: bool = False) -> None:
+    def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table, conformed: bool = False) -> Path:
+        """Write `table` under `stage`; returns the file's path relative to the root, which is
+        `relative` with the schema mark (see current_schema_mark) when its columns are today's."""
         spec = schema.tables()[name]
-        staged = stage / relative
-        staged.parent.mkdir(parents=True, exist_ok=True)
         if not conformed:
             table = table.select(spec.file_schema.names)
+        if _same_columns(table.schema, spec.file_schema):
+            relative = relative.with_name(f"{relative.stem}.{current_schema_mark(name)}.parquet")
+        staged = stage / relative
+        staged.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, staged, compression="zstd")
+        return relative
 
     @staticmethod
     def _swap_files(con, retired: list[str], moves, now: datetime) -> None:
@@ -371,7 +378,7 @@ class Warehouse:
             table = pa.concat_tables([_with_columns_of(pq.read_table(self.root / p), spec.file_schema)
                                       for p in sorted(paths)])
             relative = Path(folder) / f"compact-{txn}.parquet"
-            self._stage(stage, relative, name, table, conformed=True)
+            relative = self._stage(stage, relative, name, table, conformed=True)
             runs = tuple(sorted(set().union(*(runs_of.get(p, set()) for p in paths))))
             moves.append((stage / relative, relative, name, runs))
             retired.extend(paths)
@@ -395,7 +402,7 @@ class Warehouse:
         moves = []
         for (name, day), table in sorted(tables.items()):
             relative = Path(name) / f"day={day}" / f"{txn}.parquet"
-            self._stage(stage, relative, name, schema.conform(name, table))
+            relative = self._stage(stage, relative, name, schema.conform(name, table))
             moves.append((relative, name, day))
         for relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -473,17 +480,24 @@ class Warehouse:
             files = self.committed_files(name)
             columns = ", ".join(f'"{c}"' for c, _ in spec.sql_types)
             typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
-            if files:
-                listing = ", ".join(sql_string(str(f)) for f in files)
-                hive_types = ", ".join(f"'{c}': {dict(spec.sql_types)[c]}" for c in spec.partition_columns)
-                source = (f"read_parquet([{listing}], hive_partitioning = true, union_by_name = true, "
-                          f"hive_types = {{{hive_types}}})")
-                # The empty typed row set first, so files an older kwh wrote without a newer column
-                # read as NULL in it (kwh renormalize fills them) and every column keeps its type.
-                statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM '
-                                  f'(SELECT {typed} WHERE false UNION ALL BY NAME SELECT * FROM {source})')
-            else:
+            if not files:
                 statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {typed} WHERE false')
+                continue
+            hive_types = ", ".join(f"'{c}': {dict(spec.sql_types)[c]}" for c in spec.partition_columns)
+            mark = f".{current_schema_mark(name)}.parquet"
+            current = [f for f in files if f.name.endswith(mark)]
+            older = [f for f in files if not f.name.endswith(mark)]
+            # Files with today's columns are read as one schema: DuckDB then opens only the first
+            # file's footer to bind the view. Older files (written before a column was added; kwh
+            # renormalize rewrites them) need union_by_name, which reads every footer, on every bind.
+            sources = [f"SELECT * FROM read_parquet([{', '.join(sql_string(str(f)) for f in group)}], "
+                       f"hive_partitioning = true, union_by_name = {str(by_name).lower()}, "
+                       f"hive_types = {{{hive_types}}})"
+                       for group, by_name in ((current, False), (older, True)) if group]
+            # The empty typed row set first, so old files' missing columns read as NULL of their type.
+            statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM '
+                              f'(SELECT {typed} WHERE false UNION ALL BY NAME '
+                              f'{" UNION ALL BY NAME ".join(sources)})')
         return statements
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -519,6 +533,19 @@ def _add_reference_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.register("metric_catalog_rows", catalog)
     con.execute("CREATE OR REPLACE TABLE metric_catalog AS SELECT * FROM metric_catalog_rows")
     con.unregister("metric_catalog_rows")
+
+
+@functools.cache
+def current_schema_mark(table: str) -> str:
+    """A short hash of a table's file columns and types, put in the names of the Parquet files
+    written with exactly those columns ("<run>-<txn>.s1a2b3c4d.parquet"), so views can read them
+    without opening every file to compare schemas."""
+    text = ";".join(f"{f.name}:{f.type}" for f in schema.tables()[table].file_schema)
+    return "s" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _same_columns(one: pa.Schema, other: pa.Schema) -> bool:
+    return one.names == other.names and all(a.type == b.type for a, b in zip(one, other))
 
 
 def _with_partitions(table: pa.Table, relative: Path) -> pa.Table:

@@ -1,7 +1,7 @@
 """Analytics views: one .sql file per view in this folder (file name = view name, first comment line =
 its description), created over the warehouse's base tables in every DuckDB session kwh opens and in
 warehouse.duckdb. Views name logical tables only (kernels, metrics, ...), so the same files run on
-Spark (see SQL-PORTABILITY notes in the README).
+Spark (docs/portable-sql.md says how to keep them portable; tests/test_spark.py checks it).
 
 bottleneck_thresholds is a small table the views read their cut-offs from: the defaults are in
 bottleneck_thresholds.csv here, and a warehouse may override any of them in
