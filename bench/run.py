@@ -9,9 +9,18 @@ stay real while every file is a distinct export. Baselines run on the same files
   duckdb   DuckDB read_csv of the raw pages
   pandas   what users write today: read each details CSV, pivot metrics per kernel, write Parquet
 
-Ratios compare kernels per second (the pages differ in bytes per kernel). Query latency is the median
-of 5 runs of every view and queries/ file, warm (same connection) and cold (a fresh connection).
-Peak RSS is measured on the ingest and query subprocesses. Usage:
+kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
+driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Query
+latency is the median of 5 runs of every view and queries/ file, warm (same connection) and cold (a
+fresh connection). Peak RSS is measured on the ingest and query subprocesses (with --jobs 2: the
+driver and the largest worker). With pyspark and Java present, the same views and queries also run on
+a local[2] Spark session over the same warehouse (session start, registration, first and warm times),
+and a Spark ingest (--engine spark) of the same files is timed. Spark query times are the first run
+and one more (Spark is here for its scaling, not its latency on one machine).
+
+Fleets larger than --chunk runs are built, ingested and deleted one chunk at a time (appending to the
+same warehouse, as nightly ingests do), so the input never needs more than one chunk of disk; times
+add up over the chunks and peak RSS is the largest of any chunk. Usage:
 
     python bench/run.py                      # sizes 10,100,1000,10000
     python bench/run.py --sizes 10,100 --results bench/RESULTS.md
@@ -52,12 +61,12 @@ def sources(work: Path) -> dict[str, Path]:
     return out
 
 
-def build_fleet(folder: Path, size: int, originals: dict[str, Path]) -> list[Path]:
+def build_fleet(folder: Path, size: int, originals: dict[str, Path], first: int = 0) -> list[Path]:
     texts = {m: {page: (originals[m] / f"{m}.{page}.csv").read_text() for page in ("raw", "details")}
              for m in MODELS}
     pids = {m: texts[m]["raw"].splitlines()[2].split('","')[1] for m in MODELS}
     runs = []
-    for i in range(size):
+    for i in range(first, first + size):
         model = MODELS[i % len(MODELS)]
         run = folder / f"run{i:05d}"
         run.mkdir(parents=True)
@@ -82,13 +91,20 @@ def child(code: str, *args: str) -> tuple[float, int, str]:
     return elapsed, peak, "\n".join(result.stdout.strip().splitlines()[:-1])
 
 
-PEAK = "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"
+PEAK = ("import resource; print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+        "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) // 1024)")
 KWH_INGEST = f"""
 import sys
 from pathlib import Path
-from kwarehouse import pipeline
+from kwarehouse import fanout, pipeline
 from kwarehouse.store import Warehouse
-report = pipeline.ingest([Path(sys.argv[1])], Warehouse(sys.argv[2]))
+engine, jobs = sys.argv[3], int(sys.argv[4])
+if engine == "spark":
+    from kwarehouse import spark
+    fan_out = fanout.spark_tasks(spark.local_session(jobs))
+else:
+    fan_out = fanout.process_pool(jobs) if jobs > 1 else None
+report = pipeline.ingest([Path(sys.argv[1])], Warehouse(sys.argv[2]), fan_out=fan_out)
 assert not report.failed, report.failed[:3]
 print(sum(r.kernels for r in report.runs))
 {PEAK}
@@ -147,52 +163,131 @@ for name, text in sql.items():
 print(json.dumps(results))
 {PEAK}
 """
+SPARK_QUERIES = f"""
+import sys, time, json
+from pathlib import Path
+from kwarehouse import views, spark
+started = time.perf_counter()
+session = spark.local_session(2)
+session.sparkContext.setLogLevel("ERROR")
+session.range(1).collect()
+results = {{"session start": (time.perf_counter() - started, None)}}
+started = time.perf_counter()
+spark.register(session, sys.argv[1])
+results["register tables and views"] = (time.perf_counter() - started, None)
+sql = {{f"view {{v}}": f"SELECT * FROM {{v}}" for v in views.all_views()}}
+sql.update({{f"query {{p.stem}}": spark.transpile(p.read_text(), p.name) for p in sorted(Path(sys.argv[2]).glob("*.sql"))}})
+for name, text in sql.items():
+    started = time.perf_counter(); session.sql(text).collect(); first = time.perf_counter() - started
+    started = time.perf_counter(); session.sql(text).collect(); second = time.perf_counter() - started
+    results[name] = (first, second)
+print(json.dumps(results))
+{PEAK}
+"""
 
 
-def measure(size: int, work: Path, originals: dict[str, Path]) -> dict:
-    fleet = work / f"fleet{size}"
-    build_fleet(fleet, size, originals)
-    megabytes = sum(p.stat().st_size for p in fleet.rglob("*.csv")) / 1e6
-    raw_mb = sum(p.stat().st_size for p in fleet.rglob("*.raw.csv")) / 1e6
-    row = {"runs": size, "input_mb": megabytes}
-    seconds, peak, out = child(POLARS, str(fleet))
-    row["polars"] = (int(out), seconds, peak)
-    seconds, peak, out = child(DUCKDB, str(fleet))
-    row["duckdb"] = (int(out), seconds, peak)
-    seconds, peak, out = child(PANDAS, str(fleet), str(work / f"pandas{size}"))
-    row["pandas"] = (int(out), seconds, peak)
-    seconds, peak, out = child(KWH_INGEST, str(fleet), str(work / f"wh{size}"))
-    row["kwh"] = (int(out), seconds, peak)
-    row["raw_mb"] = raw_mb
+def spark_available() -> bool:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which("java") is not None
+
+
+def measure(size: int, work: Path, originals: dict[str, Path], chunk: int, one_process_max: int,
+            with_spark: bool) -> dict:
+    """Ingest a fleet of `size` runs with kwh and the baselines, then time the queries."""
+    row = {"runs": size, "input_mb": 0.0, "raw_mb": 0.0}
+    tools = ["polars", "duckdb", "pandas", "kwh_jobs2"]
+    if size <= one_process_max:
+        tools.append("kwh")
+    if with_spark and size <= one_process_max:
+        tools.append("kwh_spark")
+    totals = {tool: [0, 0.0, 0] for tool in tools}      # kernels, seconds, peak MiB
+    for first in range(0, size, chunk):
+        fleet = work / f"fleet{size}-{first}"
+        build_fleet(fleet, min(chunk, size - first), originals, first)
+        row["input_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.csv")) / 1e6
+        row["raw_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.raw.csv")) / 1e6
+        steps = {"polars": (POLARS, str(fleet)), "duckdb": (DUCKDB, str(fleet)),
+                 "pandas": (PANDAS, str(fleet), str(work / f"pandas{size}")),
+                 "kwh": (KWH_INGEST, str(fleet), str(work / f"wh{size}-1"), "local", "1"),
+                 "kwh_jobs2": (KWH_INGEST, str(fleet), str(work / f"wh{size}"), "local", "2"),
+                 "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark"), "spark", "2")}
+        for tool in tools:
+            seconds, peak, out = child(*steps[tool])
+            totals[tool][0] += int(out.splitlines()[-1])
+            totals[tool][1] += seconds
+            totals[tool][2] = max(totals[tool][2], peak)
+        shutil.rmtree(fleet)
+        shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
+    row.update({tool: tuple(value) for tool, value in totals.items()})
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
     row["queries"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     row["query_peak_mb"] = peak
-    shutil.rmtree(fleet)
-    shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
+    if with_spark:
+        seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+        row["spark"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    for leftover in work.glob(f"wh{size}*"):
+        shutil.rmtree(leftover)
     return row
 
 
+def _rate(row: dict, tool: str) -> float | None:
+    return row[tool][0] / row[tool][1] if tool in row else None
+
+
+def _cell(value: float | None, fmt: str, suffix: str = "") -> str:
+    return "not run" if value is None else format(value, fmt) + suffix
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| runs | input MB | kwh kernels/s | kwh MB/s | polars kernels/s | duckdb kernels/s | pandas kernels/s | "
-             "kwh / polars | kwh / pandas | kwh peak RSS MiB | slowest query cold / warm (s) | query peak RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| runs | input MB | kwh kernels/s (1 process) | kwh kernels/s (--jobs 2) | --jobs 2 / 1 process | "
+             "kwh MB/s (--jobs 2) | polars kernels/s | duckdb kernels/s | pandas kernels/s | "
+             "kwh / polars (1 process; --jobs 2) | kwh / pandas (1 process; --jobs 2) | "
+             "kwh peak RSS MiB (1 process; --jobs 2) | Spark ingest kernels/s (local[2]) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        rate = {k: r[k][0] / r[k][1] for k in ("kwh", "polars", "duckdb", "pandas")}
+        one, two, spark = _rate(r, "kwh"), _rate(r, "kwh_jobs2"), _rate(r, "kwh_spark")
+        polars, pandas = _rate(r, "polars"), _rate(r, "pandas")
+        lines.append(
+            f"| {r['runs']} | {r['input_mb']:,.0f} | {_cell(one, ',.0f')} | {two:,.0f} | "
+            f"{_cell(two / one if one else None, '.2f', 'x')} | {r['input_mb'] / r['kwh_jobs2'][1]:.1f} | "
+            f"{polars:,.0f} | {_rate(r, 'duckdb'):,.0f} | {pandas:,.0f} | "
+            f"{_cell(one / polars if one else None, '.2f', 'x')}; {two / polars:.2f}x | "
+            f"{_cell(one / pandas if one else None, '.2f', 'x')}; {two / pandas:.2f}x | "
+            f"{r['kwh'][2] if 'kwh' in r else 'not run'}; {r['kwh_jobs2'][2]} | {_cell(spark, ',.0f')} |")
+    return "\n".join(lines)
+
+
+def query_table(rows: list[dict]) -> str:
+    lines = ["| runs | slowest DuckDB query cold / warm (s) | DuckDB query peak RSS MiB | Spark session start (s) | "
+             "Spark register (s) | slowest Spark query first / warm (s) |", "|---|---|---|---|---|---|"]
+    for r in rows:
         slowest = max(r["queries"].items(), key=lambda kv: kv[1][0])
-        lines.append(f"| {r['runs']} | {r['input_mb']:.0f} | {rate['kwh']:,.0f} | {r['input_mb'] / r['kwh'][1]:.1f} | "
-                     f"{rate['polars']:,.0f} | {rate['duckdb']:,.0f} | {rate['pandas']:,.0f} | "
-                     f"{rate['kwh'] / rate['polars']:.2f}x | {rate['kwh'] / rate['pandas']:.2f}x | {r['kwh'][2]} | "
-                     f"{slowest[0]}: {slowest[1][0]:.3f} / {slowest[1][1]:.3f} | {r['query_peak_mb']} |")
+        spark = r.get("spark")
+        if spark:
+            timed = {k: v for k, v in spark.items() if k.startswith(("view", "query"))}
+            slow = max(timed.items(), key=lambda kv: kv[1][0])
+            spark_cells = (f"{spark['session start'][0]:.1f} | {spark['register tables and views'][0]:.1f} | "
+                           f"{slow[0]}: {slow[1][0]:.2f} / {slow[1][1]:.2f}")
+        else:
+            spark_cells = "not run | not run | not run"
+        lines.append(f"| {r['runs']} | {slowest[0]}: {slowest[1][0]:.3f} / {slowest[1][1]:.3f} | "
+                     f"{r['query_peak_mb']} | {spark_cells} |")
     return "\n".join(lines)
 
 
 def latency_table(rows: list[dict]) -> str:
     names = list(rows[0]["queries"])
-    header = "| view or query | " + " | ".join(f"{r['runs']} runs cold / warm (s)" for r in rows) + " |"
-    lines = [header, "|---|" + "---|" * len(rows)]
+    header = ("| view or query | " + " | ".join(f"{r['runs']} runs DuckDB cold / warm (s)" for r in rows) + " | "
+              + " | ".join(f"{r['runs']} runs Spark first / warm (s)" for r in rows if "spark" in r) + " |")
+    spark_rows = [r for r in rows if "spark" in r]
+    lines = [header, "|---|" + "---|" * (len(rows) + len(spark_rows))]
     for name in names:
-        lines.append(f"| {name} | " + " | ".join(f"{r['queries'][name][0]:.3f} / {r['queries'][name][1]:.3f}"
-                                                 for r in rows) + " |")
+        cells = [f"{r['queries'][name][0]:.3f} / {r['queries'][name][1]:.3f}" for r in rows]
+        cells += [f"{r['spark'][name][0]:.2f} / {r['spark'][name][1]:.2f}" for r in spark_rows]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -200,22 +295,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,10000", help="fleet sizes in runs")
     parser.add_argument("--results", type=Path, help="also write the tables to this Markdown file")
+    parser.add_argument("--chunk", type=int, default=1000, help="build and ingest larger fleets this many runs at a time")
+    parser.add_argument("--one-process-max", type=int, default=1000,
+                        help="above this many runs, ingest only with --jobs 2 (the one-process and Spark ingests "
+                             "of 10,000 runs would take hours here)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark measurements")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    with_spark = not args.no_spark and spark_available()
+    machine = (f"{platform.node()}: {os.cpu_count()} CPUs, "
+               f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="kwh-bench-") as tmp:
         work = Path(tmp)
         originals = sources(work)
         rows = []
         for size in sizes:
-            rows.append(measure(size, work, originals))
+            rows.append(measure(size, work, originals, args.chunk, args.one_process_max, with_spark))
             print(table(rows[-1:]), flush=True)
-    machine = (f"{platform.node()}: {os.cpu_count()} CPUs, "
-               f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}")
-    text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Sizes: {args.sizes} runs. One run of bench/run.py.\n\n"
-            f"## Ingest and query summary\n\n{table(rows)}\n\n## Query latency per view and query\n\n{latency_table(rows)}\n")
+            print(query_table(rows[-1:]), flush=True)
+            text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Sizes: {args.sizes} runs "
+                    f"(done: {', '.join(str(r['runs']) for r in rows)}). One run of bench/run.py.\n\n"
+                    f"## Ingest\n\n{table(rows)}\n\n## Queries\n\n{query_table(rows)}\n\n"
+                    f"## Query latency per view and query\n\n{latency_table(rows)}\n")
+            if args.results:   # after every size, so a long run that is stopped keeps what it measured
+                args.results.write_text(text)
     print("\n" + text)
-    if args.results:
-        args.results.write_text(text)
 
 
 if __name__ == "__main__":

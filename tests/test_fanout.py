@@ -108,3 +108,20 @@ def test_cli_jobs(tmp_path):
                                        str(DATA / "ncu-gpt2-h100"), str(DATA / "torch-trace-gpt2")])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1].startswith("ingested 2 run(s)")
+
+
+def test_an_ingest_with_nothing_new_still_clears_leftovers(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+
+    def dies_after_staging(jobs, context):
+        for job in jobs:
+            fanout.prepare_folder(job, context)
+        raise RuntimeError("driver lost")
+
+    with pytest.raises(RuntimeError):
+        pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse, fan_out=dies_after_staging)
+    assert warehouse.has_leftovers()
+    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    assert report.runs == [] and any("staged file(s)" in line for line in report.repairs)
+    assert not warehouse.has_leftovers()

@@ -126,6 +126,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                 writer = warehouse.writer()
                 report.repairs.extend(writer.__enter__())
             commit_groups(groups, warehouse, model, tags, report)
+        if writer is None and warehouse.has_leftovers():
+            # nothing to commit, but an interrupted writer left staged files: clear them now
+            writer = warehouse.writer()
+            report.repairs.extend(writer.__enter__())
     except BaseException:
         if writer is not None:
             writer.__exit__(*sys.exc_info())

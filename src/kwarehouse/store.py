@@ -440,6 +440,10 @@ class Warehouse:
         with self.engine.connect() as con:
             return list(con.execute(sa.select(catalog_runs.c.run_id, catalog_runs.c.updated_at)).all())
 
+    def has_leftovers(self) -> bool:
+        """Whether an interrupted writer left staged files (repair() removes them)."""
+        return self.staging.exists() and any(p.is_file() for p in self.staging.rglob("*"))
+
     def repair(self) -> list[str]:
         """Remove what an interrupted writer left (staging files, Parquet files the catalog does not
         list) and retired files older than RETIRE_GRACE."""
