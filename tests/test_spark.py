@@ -253,3 +253,12 @@ def test_a_failing_spark_task_is_one_line(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(fanout, "prepare_folder", broken)
     with pytest.raises(KwhError, match="a Spark ingest task failed.*ZeroDivisionError: worker broke"):
         pipeline.ingest([DATA / "ncu-gpt2-h100"], Warehouse(tmp_path / "wh"), fan_out=fanout.spark_tasks(spark))
+
+
+def test_views_dialect_duckdb_is_a_script_duckdb_runs(ingested):
+    result = CliRunner().invoke(main, ["views", "--dialect", "duckdb"])
+    assert result.exit_code == 0, result.output
+    con = ingested.connect()
+    con.execute("DROP VIEW design_signals")
+    con.execute(result.output)
+    assert con.execute("SELECT count(*) FROM design_signals").fetchall()[0][0] > 0

@@ -290,8 +290,7 @@ def views(ctx, dialect):
     if dialect == "spark":
         click.echo(_spark().views_script(), nl=False)
     elif dialect == "duckdb":
-        click.echo("".join(f"CREATE OR REPLACE VIEW {v.name} AS\n{v.sql.strip()}\n\n"
-                           for v in views_lib.creation_order()), nl=False)
+        click.echo(views_lib.duckdb_script(), nl=False)
     else:
         rows = [(v.name, v.description) for v in views_lib.all_views().values()]
         click.echo(format_table(["view", "description"], rows))

@@ -102,6 +102,12 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
             raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}") from exc
 
 
+def duckdb_script() -> str:
+    """Every view as a CREATE OR REPLACE VIEW statement, in creation order: what
+    `kwh views --dialect duckdb` prints (base tables and bottleneck_thresholds must exist)."""
+    return "".join(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{_body(view.sql)};\n\n' for view in creation_order())
+
+
 def _body(sql: str) -> str:
     """The view's query without its trailing semicolon."""
     return sql.strip().rstrip(";")
