@@ -41,13 +41,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus" / "h100-2026-11"
+CORPUS = Path(os.environ.get("KWH_CORPUS", ROOT.parent / "shared" / "corpus" / "h100-2026-11"))
 MODELS = ("gpt2", "gpt2_train", "llama", "resnet18")
 GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB")
 
 
 def sources(work: Path) -> dict[str, Path]:
-    """Folder per model with <m>.raw.csv and <m>.details.csv: from the corpus tarballs, else examples/runs."""
+    """Folder per model with <m>.raw.csv and <m>.details.csv: from the corpus tarballs (../shared/corpus,
+    or KWH_CORPUS), else the trimmed copies in examples/runs (12 kernels per run: a smoke test only)."""
     out = {}
     for model in MODELS:
         tarball = CORPUS / f"{model}.tar.xz"
@@ -308,12 +309,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kwh-bench-") as tmp:
         work = Path(tmp)
         originals = sources(work)
+        origin = ("the real corpus (" + CORPUS.name + ")" if CORPUS.is_dir() else
+                  "examples/runs (trimmed to 12 kernels per run; not representative)")
+        print(f"fleet copied from {origin}", flush=True)
         rows = []
         for size in sizes:
             rows.append(measure(size, work, originals, args.chunk, args.one_process_max, with_spark))
             print(table(rows[-1:]), flush=True)
             print(query_table(rows[-1:]), flush=True)
-            text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Sizes: {args.sizes} runs "
+            text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Fleet copied from: {origin}. "
+                    f"Sizes: {args.sizes} runs "
                     f"(done: {', '.join(str(r['runs']) for r in rows)}). One run of bench/run.py.\n\n"
                     f"## Ingest\n\n{table(rows)}\n\n## Queries\n\n{query_table(rows)}\n\n"
                     f"## Query latency per view and query\n\n{latency_table(rows)}\n")
