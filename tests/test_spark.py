@@ -262,3 +262,7 @@ def test_views_dialect_duckdb_is_a_script_duckdb_runs(ingested):
     con.execute("DROP VIEW design_signals")
     con.execute(result.output)
     assert con.execute("SELECT count(*) FROM design_signals").fetchall()[0][0] > 0
+
+
+def test_comment_markers_inside_strings_are_kept():
+    assert kspark.transpile("SELECT '--x' AS a -- a comment -> here") == "SELECT '--x' AS a"

@@ -42,7 +42,7 @@ class NotPortable(KwhError):
 
 
 # DuckDB constructs that sqlglot passes through to Spark unchanged and Spark rejects, or that it
-# translates into something that silently means another thing. SQL-PORTABILITY.md has the list.
+# translates into something that silently means another thing. docs/portable-sql.md has the list.
 _UNPORTABLE_TEXT = [
     (re.compile(r"\bUNION\s+(ALL\s+)?BY\s+NAME\b", re.I), "UNION BY NAME; list the columns of both sides"),
     (re.compile(r"\*\s*(REPLACE|EXCLUDE)\s*\(", re.I), "* REPLACE / * EXCLUDE; list the columns"),
@@ -115,12 +115,16 @@ def _exact_spark_functions(node: exp.Expression) -> exp.Expression:
     return node
 
 
+_STRING_OR_COMMENT = re.compile(r"('(?:[^']|'')*')|--[^\n]*")
+
+
 def _without_comments(sql: str) -> str:
-    """The SQL with -- comments removed (they hold prose such as '->' that is not code)."""
-    return "\n".join(re.sub(r"--.*$", "", line) for line in sql.splitlines())
+    """The SQL with -- comments removed (they hold prose such as '->' that is not code); '--' inside
+    a string literal stays."""
+    return _STRING_OR_COMMENT.sub(lambda m: m.group(1) or "", sql)
 
 
-def view_statements(warehouse_root: Path | None = None) -> list[tuple[str, str]]:
+def view_statements() -> list[tuple[str, str]]:
     """(view name, Spark SQL CREATE TEMPORARY VIEW statement) for every view, in creation order."""
     return [(view.name, f"CREATE OR REPLACE TEMPORARY VIEW `{view.name}` AS "
                         f"{transpile(view.sql, f'view {view.name}')}")
@@ -157,7 +161,7 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
         f"`{c}` {_polars_spark_type(t)}" for c, t in catalog_rows.schema.items())) \
         .createOrReplaceTempView("metric_catalog")
     names += ["bottleneck_thresholds", "metric_catalog"]
-    for name, statement in view_statements(warehouse.root):
+    for name, statement in view_statements():
         spark.sql(statement)
         names.append(name)
     return names
