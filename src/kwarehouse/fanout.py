@@ -79,7 +79,9 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     if any(run_id in context.existing_runs for run_id in groups):
         result.redo = True
         return result
-    rules = _rules(warehouse.rules_dir)
+    # loaded per folder, not cached: Spark reuses its Python workers across jobs, and a warehouse's
+    # rules may change between two ingests
+    rules = normalize.KernelRules.load(warehouse.rules_dir)
     for run_id, members in groups.items():
         try:
             built = pipeline.build_run(run_id, members, {}, rules, context.model, context.tags)
@@ -89,16 +91,6 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
         staged = warehouse.stage_run(run_id, built.model, built.gpu, built.tables)
         result.runs.append(PreparedRun(staged, built.files, built.summary))
     return result
-
-
-_RULES: dict[Path, normalize.KernelRules] = {}
-
-
-def _rules(rules_dir: Path) -> normalize.KernelRules:
-    """The classification rules, loaded once per worker process."""
-    if rules_dir not in _RULES:
-        _RULES[rules_dir] = normalize.KernelRules.load(rules_dir)
-    return _RULES[rules_dir]
 
 
 def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehouse, fan_out: FanOut, *,
