@@ -12,10 +12,13 @@ stay real while every file is a distinct export. Baselines run on the same files
 kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
 driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Query
 latency is the median of 5 runs of every view and queries/ file, warm (same connection) and cold (a
-fresh connection). Peak RSS is measured on the ingest and query subprocesses (with --jobs 2: the
+fresh connection), on the warehouse as ingested (one file per run and table; up to --uncompacted-max
+runs) and after `kwh compact` (one file per partition and table, as the nightly job leaves it). Peak RSS is measured on the ingest and query subprocesses (with --jobs 2: the
 driver and the largest worker). With pyspark and Java present, the same views and queries also run on
 a local[2] Spark session over the same warehouse (session start, registration, first and warm times),
-and a Spark ingest (--engine spark) of the same files is timed. Spark query times are the first run
+and a Spark ingest (--engine spark) of the same files is timed (up to --spark-max runs). Above
+--baseline-max runs the baselines run on the fleet's first chunks only: their kernels/s do not depend
+on the fleet's size, and each costs minutes per 1,000 runs. Spark query times are the first run
 and one more (Spark is here for its scaling, not its latency on one machine).
 
 Fleets larger than --chunk runs are built, ingested and deleted one chunk at a time (appending to the
@@ -144,6 +147,13 @@ for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
 print(n)
 {PEAK}
 """
+COMPACT = f"""
+import sys
+from kwarehouse import pipeline
+from kwarehouse.store import Warehouse
+print(len(pipeline.compact(Warehouse(sys.argv[1]))))
+{PEAK}
+"""
 QUERIES = f"""
 import sys, time, statistics, json
 from pathlib import Path
@@ -195,17 +205,19 @@ def spark_available() -> bool:
     return shutil.which("java") is not None
 
 
-def measure(size: int, work: Path, originals: dict[str, Path], chunk: int, one_process_max: int,
-            with_spark: bool) -> dict:
-    """Ingest a fleet of `size` runs with kwh and the baselines, then time the queries."""
+def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.Namespace, with_spark: bool) -> dict:
+    """Ingest a fleet of `size` runs with kwh and the baselines, time the queries on the warehouse as
+    ingested (one file per run and table), compact it as the nightly job does, and time them again."""
     row = {"runs": size, "input_mb": 0.0, "raw_mb": 0.0}
-    tools = ["polars", "duckdb", "pandas", "kwh_jobs2"]
-    if size <= one_process_max:
-        tools.append("kwh")
-    if with_spark and size <= one_process_max:
-        tools.append("kwh_spark")
-    totals = {tool: [0, 0.0, 0] for tool in tools}      # kernels, seconds, peak MiB
+    chunk = limits.chunk
     for first in range(0, size, chunk):
+        tools = ["kwh_jobs2"]
+        if first < limits.baseline_max:    # the baselines' rates do not depend on the fleet's size
+            tools += ["polars", "duckdb", "pandas"]
+        if size <= limits.one_process_max:
+            tools.append("kwh")
+        if with_spark and size <= limits.spark_max:
+            tools.append("kwh_spark")
         fleet = work / f"fleet{size}-{first}"
         build_fleet(fleet, min(chunk, size - first), originals, first)
         row["input_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.csv")) / 1e6
@@ -217,16 +229,23 @@ def measure(size: int, work: Path, originals: dict[str, Path], chunk: int, one_p
                  "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark"), "spark", "2")}
         for tool in tools:
             seconds, peak, out = child(*steps[tool])
-            totals[tool][0] += int(out.splitlines()[-1])
-            totals[tool][1] += seconds
-            totals[tool][2] = max(totals[tool][2], peak)
+            total = row.setdefault(tool, [0, 0.0, 0])      # kernels, seconds, peak MiB
+            total[0] += int(out.splitlines()[-1])
+            total[1] += seconds
+            total[2] = max(total[2], peak)
         shutil.rmtree(fleet)
         shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
-    row.update({tool: tuple(value) for tool, value in totals.items()})
+    row["baseline_runs"] = min(size, limits.baseline_max)
+    if size <= limits.uncompacted_max:
+        seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+        row["queries_as_ingested"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+        row["query_peak_mb_as_ingested"] = peak
+    seconds, peak, out = child(COMPACT, str(work / f"wh{size}"))
+    row["compact"] = (seconds, peak)
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
     row["queries"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     row["query_peak_mb"] = peak
-    if with_spark:
+    if with_spark and size <= limits.spark_max:
         seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["spark"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     for leftover in work.glob(f"wh{size}*"):
@@ -246,8 +265,8 @@ def table(rows: list[dict]) -> str:
     lines = ["| runs | input MB | kwh kernels/s (1 process) | kwh kernels/s (--jobs 2) | --jobs 2 / 1 process | "
              "kwh MB/s (--jobs 2) | polars kernels/s | duckdb kernels/s | pandas kernels/s | "
              "kwh / polars (1 process; --jobs 2) | kwh / pandas (1 process; --jobs 2) | "
-             "kwh peak RSS MiB (1 process; --jobs 2) | Spark ingest kernels/s (local[2]) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "kwh peak RSS MiB (1 process; --jobs 2) | Spark ingest kernels/s (local[2]) | baselines ran on (runs) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         one, two, spark = _rate(r, "kwh"), _rate(r, "kwh_jobs2"), _rate(r, "kwh_spark")
         polars, pandas = _rate(r, "polars"), _rate(r, "pandas")
@@ -257,15 +276,24 @@ def table(rows: list[dict]) -> str:
             f"{polars:,.0f} | {_rate(r, 'duckdb'):,.0f} | {pandas:,.0f} | "
             f"{_cell(one / polars if one else None, '.2f', 'x')}; {two / polars:.2f}x | "
             f"{_cell(one / pandas if one else None, '.2f', 'x')}; {two / pandas:.2f}x | "
-            f"{r['kwh'][2] if 'kwh' in r else 'not run'}; {r['kwh_jobs2'][2]} | {_cell(spark, ',.0f')} |")
+            f"{r['kwh'][2] if 'kwh' in r else 'not run'}; {r['kwh_jobs2'][2]} | {_cell(spark, ',.0f')} | "
+            f"{r['baseline_runs']:,} |")
     return "\n".join(lines)
 
 
 def query_table(rows: list[dict]) -> str:
-    lines = ["| runs | slowest DuckDB query cold / warm (s) | DuckDB query peak RSS MiB | Spark session start (s) | "
-             "Spark register (s) | slowest Spark query first / warm (s) |", "|---|---|---|---|---|---|"]
+    lines = ["| runs | kwh compact s (peak RSS MiB) | slowest DuckDB query, compacted: cold / warm (s) | "
+             "DuckDB query peak RSS MiB, compacted | slowest DuckDB query as ingested: cold / warm (s) | "
+             "DuckDB query peak RSS MiB as ingested | Spark session start (s) | "
+             "Spark register (s) | slowest Spark query first / warm (s) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         slowest = max(r["queries"].items(), key=lambda kv: kv[1][0])
+        if "queries_as_ingested" in r:
+            before = max(r["queries_as_ingested"].items(), key=lambda kv: kv[1][0])
+            before_cells = (f"{before[0]}: {before[1][0]:.3f} / {before[1][1]:.3f} | "
+                            f"{r['query_peak_mb_as_ingested']}")
+        else:
+            before_cells = "not run | not run"
         spark = r.get("spark")
         if spark:
             timed = {k: v for k, v in spark.items() if k.startswith(("view", "query"))}
@@ -274,19 +302,24 @@ def query_table(rows: list[dict]) -> str:
                            f"{slow[0]}: {slow[1][0]:.2f} / {slow[1][1]:.2f}")
         else:
             spark_cells = "not run | not run | not run"
-        lines.append(f"| {r['runs']} | {slowest[0]}: {slowest[1][0]:.3f} / {slowest[1][1]:.3f} | "
-                     f"{r['query_peak_mb']} | {spark_cells} |")
+        lines.append(f"| {r['runs']} | {r['compact'][0]:.1f} ({r['compact'][1]}) | "
+                     f"{slowest[0]}: {slowest[1][0]:.3f} / {slowest[1][1]:.3f} | "
+                     f"{r['query_peak_mb']} | {before_cells} | {spark_cells} |")
     return "\n".join(lines)
 
 
 def latency_table(rows: list[dict]) -> str:
     names = list(rows[0]["queries"])
-    header = ("| view or query | " + " | ".join(f"{r['runs']} runs DuckDB cold / warm (s)" for r in rows) + " | "
-              + " | ".join(f"{r['runs']} runs Spark first / warm (s)" for r in rows if "spark" in r) + " |")
+    before_rows = [r for r in rows if "queries_as_ingested" in r]
     spark_rows = [r for r in rows if "spark" in r]
-    lines = [header, "|---|" + "---|" * (len(rows) + len(spark_rows))]
+    header = ("| view or query | " + " | ".join(f"{r['runs']} runs compacted, DuckDB cold / warm (s)" for r in rows)
+              + "".join(f" | {r['runs']} runs as ingested, DuckDB cold / warm (s)" for r in before_rows)
+              + "".join(f" | {r['runs']} runs compacted, Spark first / warm (s)" for r in spark_rows) + " |")
+    lines = [header, "|---|" + "---|" * (len(rows) + len(before_rows) + len(spark_rows))]
     for name in names:
         cells = [f"{r['queries'][name][0]:.3f} / {r['queries'][name][1]:.3f}" for r in rows]
+        cells += [f"{r['queries_as_ingested'][name][0]:.3f} / {r['queries_as_ingested'][name][1]:.3f}"
+                  for r in before_rows]
         cells += [f"{r['spark'][name][0]:.2f} / {r['spark'][name][1]:.2f}" for r in spark_rows]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -298,8 +331,15 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="also write the tables to this Markdown file")
     parser.add_argument("--chunk", type=int, default=1000, help="build and ingest larger fleets this many runs at a time")
     parser.add_argument("--one-process-max", type=int, default=1000,
-                        help="above this many runs, ingest only with --jobs 2 (the one-process and Spark ingests "
-                             "of 10,000 runs would take hours here)")
+                        help="above this many runs, ingest only with --jobs 2 (the one-process ingest of 10,000 runs "
+                             "would take another hour here)")
+    parser.add_argument("--baseline-max", type=int, default=1000,
+                        help="run the polars, duckdb and pandas baselines on at most the first this-many runs of a "
+                             "fleet (whole chunks): their kernels/s do not depend on the fleet's size")
+    parser.add_argument("--uncompacted-max", type=int, default=1000,
+                        help="also time the queries before kwh compact up to this many runs")
+    parser.add_argument("--spark-max", type=int, default=1000,
+                        help="run the Spark ingest and queries up to this many runs")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark measurements")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -314,7 +354,7 @@ def main() -> None:
         print(f"fleet copied from {origin}", flush=True)
         rows = []
         for size in sizes:
-            rows.append(measure(size, work, originals, args.chunk, args.one_process_max, with_spark))
+            rows.append(measure(size, work, originals, args, with_spark))
             print(table(rows[-1:]), flush=True)
             print(query_table(rows[-1:]), flush=True)
             text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Fleet copied from: {origin}. "

@@ -36,6 +36,14 @@ from kwarehouse import normalize, schema, views
 from kwarehouse.errors import KwhError
 
 CATALOG_VERSION = 2   # 2: parquet_runs, retired_files, rollup_files, rollup_state
+# The long metrics table is written sorted by metric name, in small row groups, so that a filter on
+# the name skips most of every file by its row-group statistics: warp_stalls wants about 30 of ~830
+# metrics and reads a few percent of the table instead of all of it.
+CLUSTER_ORDER = {"metrics": ("metric", "run_id", "launch_id")}
+CLUSTERED_ROW_GROUP_ROWS = 16_384
+# kwh compact streams each partition through chunks of at most this many rows (sorted per chunk for
+# clustered tables), so its memory does not grow with the partition.
+COMPACT_CHUNK_ROWS = 1_000_000
 _meta = sa.MetaData()
 catalog_info = sa.Table("catalog_info", _meta, sa.Column("key", sa.String, primary_key=True),
                         sa.Column("value", sa.String, nullable=False))
@@ -246,11 +254,11 @@ class Warehouse:
                 continue
             files = self.committed_files(name, run_id)
             if files:
-                table = pa.concat_tables(
-                    [_with_columns_of(_with_partitions(pq.read_table(f), f.relative_to(self.root)), spec.arrow)
+                # a compacted file holds the rows of several runs: read only this run's
+                out[name] = pa.concat_tables(
+                    [_with_columns_of(_with_partitions(pq.read_table(f, filters=[("run_id", "=", run_id)]),
+                                                       f.relative_to(self.root)), spec.arrow)
                      for f in files])
-                # a compacted file holds the rows of several runs
-                out[name] = table.filter(pc.equal(table["run_id"], run_id))
         return out
 
     def runs(self) -> list[tuple[str, str, str]]:
@@ -305,10 +313,11 @@ class Warehouse:
                     catalog_parquet_runs.c.path == path)).scalars() if r != run_id]
                 retired.append(path)
                 if others:
-                    kept = pq.read_table(self.root / path)
-                    kept = kept.filter(pc.not_equal(kept["run_id"], run_id))
+                    spec = schema.tables()[name]
+                    kept = (chunk.filter(pc.not_equal(chunk["run_id"], run_id))
+                            for chunk in _chunks([self.root / path], spec.file_schema))
                     relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
-                    relative = self._stage(stage, relative, name, kept, conformed=True)
+                    relative = self._stage_chunks(stage, relative, name, kept)
                     moves.append((stage / relative, relative, name, tuple(sorted(others))))
         for source, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -329,17 +338,20 @@ class Warehouse:
                                                           run_id=run_id, ingested_at=now))
         shutil.rmtree(stage, ignore_errors=True)
 
-    def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table, conformed: bool = False) -> Path:
+    def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table) -> Path:
         """Write `table` under `stage`; returns the file's path relative to the root, which is
         `relative` with the schema mark (see current_schema_mark) when its columns are today's."""
         spec = schema.tables()[name]
-        if not conformed:
-            table = table.select(spec.file_schema.names)
+        table = table.select(spec.file_schema.names)
         if _same_columns(table.schema, spec.file_schema):
             relative = relative.with_name(f"{relative.stem}.{current_schema_mark(name)}.parquet")
-        staged = stage / relative
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, staged, compression="zstd")
+        _write_parquet(stage / relative, name, [table], table.schema)
+        return relative
+
+    def _stage_chunks(self, stage: Path, relative: Path, name: str, chunks) -> Path:
+        """Like _stage, for a stream of tables that already have the table's file columns."""
+        relative = relative.with_name(f"{relative.stem}.{current_schema_mark(name)}.parquet")
+        _write_parquet(stage / relative, name, chunks, schema.tables()[name].file_schema)
         return relative
 
     @staticmethod
@@ -375,10 +387,8 @@ class Warehouse:
             if len(paths) < 2:
                 continue
             spec = schema.tables()[name]
-            table = pa.concat_tables([_with_columns_of(pq.read_table(self.root / p), spec.file_schema)
-                                      for p in sorted(paths)])
-            relative = Path(folder) / f"compact-{txn}.parquet"
-            relative = self._stage(stage, relative, name, table, conformed=True)
+            relative = self._stage_chunks(stage, Path(folder) / f"compact-{txn}.parquet", name,
+                                          _chunks([self.root / p for p in sorted(paths)], spec.file_schema))
             runs = tuple(sorted(set().union(*(runs_of.get(p, set()) for p in paths))))
             moves.append((stage / relative, relative, name, runs))
             retired.extend(paths)
@@ -546,6 +556,33 @@ def current_schema_mark(table: str) -> str:
     without opening every file to compare schemas."""
     text = ";".join(f"{f.name}:{f.type}" for f in schema.tables()[table].file_schema)
     return "s" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema) -> None:
+    """Write `tables` (an iterable) into one zstd Parquet file; clustered tables (CLUSTER_ORDER) are
+    sorted per table and cut into small row groups."""
+    order = CLUSTER_ORDER.get(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(path, file_schema, compression="zstd") as writer:
+        for table in tables:
+            if order:
+                table = table.sort_by([(column, "ascending") for column in order])
+            writer.write_table(table, row_group_size=CLUSTERED_ROW_GROUP_ROWS if order else None)
+
+
+def _chunks(paths: list[Path], file_schema: pa.Schema):
+    """The rows of `paths` with the columns of `file_schema`, as tables of about COMPACT_CHUNK_ROWS
+    rows: files are read a row group at a time, so a large compacted file never sits in memory whole."""
+    pending, rows = [], 0
+    for path in paths:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+            pending.append(_with_columns_of(pa.Table.from_batches([batch]), file_schema))
+            rows += batch.num_rows
+            if rows >= COMPACT_CHUNK_ROWS:
+                yield pa.concat_tables(pending)
+                pending, rows = [], 0
+    if pending:
+        yield pa.concat_tables(pending)
 
 
 def _same_columns(one: pa.Schema, other: pa.Schema) -> bool:

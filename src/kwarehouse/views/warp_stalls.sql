@@ -8,7 +8,10 @@ WITH stalls AS (
            m.value
     FROM metrics m
     JOIN kernels k ON k.run_id = m.run_id AND k.launch_id = m.launch_id AND k.model = m.model AND k.gpu = m.gpu
-    WHERE m.metric LIKE 'smsp__average_warps_issue_stalled_%_per_issue_active.ratio' AND m.value IS NOT NULL
+    -- The range repeats the LIKE's prefix in a form Parquet row-group statistics can use: metrics files
+    -- are sorted by metric name, so this reads the stall rows and skips the rest ('`' follows '_').
+    WHERE m.metric >= 'smsp__average_warps_issue_stalled_' AND m.metric < 'smsp__average_warps_issue_stalled`'
+      AND m.metric LIKE 'smsp__average_warps_issue_stalled_%_per_issue_active.ratio' AND m.value IS NOT NULL
 ), per_kernel AS (
     SELECT 'kernel' AS level, kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason,
            count(*) AS launches,
