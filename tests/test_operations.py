@@ -9,11 +9,12 @@ import re
 import shutil
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import diff, export, nightly, pipeline, rollup, views
+from kwarehouse import diff, export, nightly, pipeline, rollup, store, views
 from kwarehouse.cli import REGRESSION_EXIT, main
 from kwarehouse.store import Warehouse
 
@@ -139,6 +140,50 @@ def test_compaction_keeps_every_query_result(ingested):
     assert len(list((ingested.root / "runs" / "model=gpt2").rglob("*.parquet"))) == 3
     assert rows(ingested, "SELECT count(*) FROM runs WHERE model = 'gpt2'") == [(2,)]
     assert pipeline.compact(ingested) == []
+
+
+STALLS = ("smsp__average_warps_issue_stalled_", "smsp__average_warps_issue_stalled`")   # the views' range
+
+
+def metric_row_groups(warehouse: Warehouse) -> list[tuple[str, int, str, str]]:
+    """(file, rows, min metric, max metric) of every row group of the committed metrics files."""
+    out = []
+    for path in warehouse.committed_files("metrics"):
+        meta = pq.ParquetFile(path).metadata
+        column = meta.schema.names.index("metric")
+        for i in range(meta.num_row_groups):
+            stats = meta.row_group(i).column(column).statistics
+            out.append((path.name, meta.row_group(i).num_rows, stats.min, stats.max))
+    return out
+
+
+def test_metrics_are_clustered_so_stall_views_skip_other_metrics(tmp_path, monkeypatch):
+    """Metrics files are sorted by metric name in small row groups, before and after compaction (which
+    streams a partition through chunks), so the range in warp_stalls skips most row groups by their
+    statistics. Small limits here make the test data span several row groups and chunks."""
+    llama = dated_copy(tmp_path, "ncu-llama-h100-variants", "2026-11-21")
+    manifest = json.loads((llama / "manifest.ncu.json").read_text())
+    (llama / "manifest.ncu.json").write_text(json.dumps({**manifest, "model": "gpt2"}))   # gpt2's partition
+    ingested = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100", llama], ingested)
+    def check(groups):
+        assert all(rows <= store.CLUSTERED_ROW_GROUP_ROWS for _, rows, _, _ in groups)
+        wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]
+        assert 0 < len(wanted) < len(groups) / 4
+        return wanted
+
+    for path in ingested.committed_files("metrics"):
+        names = pq.read_table(path, columns=["metric"])["metric"].to_pylist()
+        assert names == sorted(names)
+    before = {name: rows(ingested, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
+    monkeypatch.setattr(store, "CLUSTERED_ROW_GROUP_ROWS", 500)
+    monkeypatch.setattr(store, "COMPACT_CHUNK_ROWS", 3_000)
+    pipeline.compact(ingested)
+    groups = [g for g in metric_row_groups(ingested) if g[0].startswith("compact-")]   # partitions of 2+ runs
+    assert max(rows for _, rows, _, _ in groups) == 500
+    check(groups)
+    after = {name: rows(ingested, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
+    assert close(before["warp_stalls"], after["warp_stalls"]) and close(before["metrics"], after["metrics"])
 
 
 def test_a_run_in_a_compacted_file_can_still_grow(tmp_path, new_warehouse):
