@@ -10,16 +10,22 @@ stay real while every file is a distinct export. Baselines run on the same files
   pandas   what users write today: read each details CSV, pivot metrics per kernel, write Parquet
 
 kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
-driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Query
-latency is the median of 5 runs of every view and queries/ file, warm (same connection) and cold (a
-fresh connection), on the warehouse as ingested (one file per run and table; up to --uncompacted-max
-runs) and after `kwh compact` (one file per partition and table, as the nightly job leaves it). Peak RSS is measured on the ingest and query subprocesses (with --jobs 2: the
-driver and the largest worker). With pyspark and Java present, the same views and queries also run on
-a local[2] Spark session over the same warehouse (session start, registration, first and warm times),
-and a Spark ingest (--engine spark) of the same files is timed (up to --spark-max runs). Above
---baseline-max runs the baselines run on the fleet's first chunks only: their kernels/s do not depend
-on the fleet's size, and each costs minutes per 1,000 runs. Spark query times are the first run
-and one more (Spark is here for its scaling, not its latency on one machine).
+driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Above
+--baseline-max runs the baselines run on the fleet's first chunks only: their kernels/s do not
+depend on the fleet's size, and each costs minutes per 1,000 runs.
+
+Query latency is the median of 5 runs of every view and queries/ file, warm (same connection) and
+cold (a fresh connection). Each result is fetched whole as an Arrow table: the per-launch views
+return a row per launch, and as Python tuples 1.1M rows at 10,000 runs would time the tuple
+building. Queries run on the warehouse as ingested (one file per run and table; up to
+--uncompacted-max runs) and after `kwh compact` (one file per partition and table, as the nightly
+job leaves it). Peak RSS is measured on the ingest and query subprocesses (with --jobs 2: the driver
+and the largest worker).
+
+With pyspark and Java present (up to --spark-max runs), the same views and queries also run on a
+local[2] Spark session over the compacted warehouse (session start, registration, first and warm
+times), and a Spark ingest (--engine spark) of the same files is timed. Spark query times are the
+first run and one more (Spark is here for its scaling, not its latency on one machine).
 
 Fleets larger than --chunk runs are built, ingested and deleted one chunk at a time (appending to the
 same warehouse, as nightly ingests do), so the input never needs more than one chunk of disk; times
@@ -165,10 +171,10 @@ sql.update({{f"query {{p.stem}}": p.read_text() for p in sorted(Path(sys.argv[2]
 results = {{}}
 for name, text in sql.items():
     started = time.perf_counter(); con = warehouse.connect(); con.execute("SET enable_progress_bar = false")
-    con.execute(text).fetchall(); cold = time.perf_counter() - started
+    con.sql(text).to_arrow_table(); cold = time.perf_counter() - started
     warm = []
     for _ in range(5):
-        started = time.perf_counter(); con.execute(text).fetchall(); warm.append(time.perf_counter() - started)
+        started = time.perf_counter(); con.sql(text).to_arrow_table(); warm.append(time.perf_counter() - started)
     con.close()
     results[name] = (cold, statistics.median(warm))
 print(json.dumps(results))
@@ -189,8 +195,8 @@ results["register tables and views"] = (time.perf_counter() - started, None)
 sql = {{f"view {{v}}": f"SELECT * FROM {{v}}" for v in views.all_views()}}
 sql.update({{f"query {{p.stem}}": spark.transpile(p.read_text(), p.name) for p in sorted(Path(sys.argv[2]).glob("*.sql"))}})
 for name, text in sql.items():
-    started = time.perf_counter(); session.sql(text).collect(); first = time.perf_counter() - started
-    started = time.perf_counter(); session.sql(text).collect(); second = time.perf_counter() - started
+    started = time.perf_counter(); session.sql(text).toArrow(); first = time.perf_counter() - started
+    started = time.perf_counter(); session.sql(text).toArrow(); second = time.perf_counter() - started
     results[name] = (first, second)
 print(json.dumps(results))
 {PEAK}

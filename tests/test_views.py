@@ -113,6 +113,26 @@ def test_warp_stalls_by_hand(cupy):
     assert len(rows(cupy, "SELECT * FROM warp_stalls WHERE level = 'kernel' AND kernel_base = 'saxpy'")) == len(reasons)
 
 
+def test_every_stall_reason_has_a_kernels_column_and_warp_stalls_reads_it(ingested):
+    """The catalog's stall metrics, the kernels stall_<reason> columns, their headline mapping and the
+    reasons warp_stalls unpivots are one list, and each column holds its launch's metric value."""
+    from kwarehouse import normalize, schema
+    catalog = {m.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")
+               for m in normalize.metric_catalog()["metric"]
+               if m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")}
+    columns = {c.removeprefix("stall_") for c, _ in schema.tables()["kernels"].sql_types if c.startswith("stall_")}
+    headline = {c.removeprefix("stall_") for c in normalize.headline_metrics() if c.startswith("stall_")}
+    view = views.view_named("warp_stalls").sql
+    assert len(catalog) >= 19 and catalog == columns == headline
+    assert all(f"('{r}')" in view and f"WHEN '{r}' THEN k.stall_{r}" in view for r in columns)
+    mismatched = rows(ingested, " UNION ALL ".join(
+        f"SELECT '{r}', count(*) FROM kernels k JOIN metrics m USING (run_id, launch_id) "
+        f"WHERE m.metric = 'smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio' "
+        f"AND m.value IS DISTINCT FROM k.stall_{r}" for r in sorted(columns)))
+    assert [r for r, n in mismatched if n] == []
+    assert rows(ingested, "SELECT count(*) > 0 FROM kernels WHERE stall_long_scoreboard > 0") == [(True,)]
+
+
 def test_occupancy_by_hand(cupy):
     limits = {name: raw(CUPY_RAW, 2, f"launch__occupancy_limit_{name}")
               for name in ("registers", "shared_mem", "warps", "blocks", "barriers")}

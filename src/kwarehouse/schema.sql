@@ -93,6 +93,25 @@ CREATE TABLE kernels (
     peak_fp32_flops_per_s      DOUBLE,           -- the device's peak (ncu roofline peaks, else device attributes)
     peak_fp64_flops_per_s      DOUBLE,
     peak_dram_bytes_per_s      DOUBLE,           -- the device's peak DRAM bandwidth
+    stall_barrier              DOUBLE,           -- warp stall reasons: warp cycles per issued instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio)
+    stall_branch_resolving     DOUBLE,
+    stall_dispatch_stall       DOUBLE,
+    stall_drain                DOUBLE,
+    stall_gmma                 DOUBLE,
+    stall_imc_miss             DOUBLE,
+    stall_lg_throttle          DOUBLE,
+    stall_long_scoreboard      DOUBLE,
+    stall_math_pipe_throttle   DOUBLE,
+    stall_membar               DOUBLE,
+    stall_mio_throttle         DOUBLE,
+    stall_misc                 DOUBLE,
+    stall_no_instruction       DOUBLE,
+    stall_not_selected         DOUBLE,
+    stall_selected             DOUBLE,
+    stall_short_scoreboard     DOUBLE,
+    stall_sleeping             DOUBLE,
+    stall_tex_throttle         DOUBLE,
+    stall_wait                 DOUBLE,
     nvtx_push_pop              VARCHAR,          -- NVTX push/pop stack as exported (ncu --nvtx)
     nvtx_start_end             VARCHAR,          -- NVTX start/end ranges as exported
     metric_count               BIGINT NOT NULL   -- rows in metrics for this launch

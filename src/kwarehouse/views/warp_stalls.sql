@@ -1,28 +1,54 @@
 -- Warp stall breakdown per kernel identity and per op class: every stall reason ncu reported (warp cycles per issued instruction, time-weighted), its share of all stalls, and the top reason.
--- Reads the canonical smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio metrics, so older
--- ncu names (smsp__warp_cycles_per_issue_stall_<reason>) count too. "selected" is the issuing warp, not
+-- Reads the kernels table's stall_<reason> columns: the canonical
+-- smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio metrics, so older ncu names
+-- (smsp__warp_cycles_per_issue_stall_<reason>) count too. "selected" is the issuing warp, not
 -- a stall: it is listed but left out of the shares and of top_reason.
 WITH stalls AS (
-    SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.duration_ns,
-           regexp_extract(m.metric, '^smsp__average_warps_issue_stalled_(.+)_per_issue_active[.]ratio$', 1) AS reason,
-           m.value
-    FROM metrics m
-    JOIN kernels k ON k.run_id = m.run_id AND k.launch_id = m.launch_id AND k.model = m.model AND k.gpu = m.gpu
-    -- The range repeats the LIKE's prefix in a form Parquet row-group statistics can use: metrics files
-    -- are sorted by metric name, so this reads the stall rows and skips the rest ('`' follows '_').
-    WHERE m.metric >= 'smsp__average_warps_issue_stalled_' AND m.metric < 'smsp__average_warps_issue_stalled`'
-      AND m.metric LIKE 'smsp__average_warps_issue_stalled_%_per_issue_active.ratio' AND m.value IS NOT NULL
-), per_kernel AS (
-    SELECT 'kernel' AS level, kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason,
-           count(*) AS launches,
-           sum(value * duration_ns) / NULLIF(sum(duration_ns), 0) AS stall_cycles_per_issue
+    -- one row per launch and reason, from the kernels table's stall_<reason> columns
+    SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.duration_ns, r.reason,
+           CASE r.reason
+                WHEN 'barrier' THEN k.stall_barrier
+                WHEN 'branch_resolving' THEN k.stall_branch_resolving
+                WHEN 'dispatch_stall' THEN k.stall_dispatch_stall
+                WHEN 'drain' THEN k.stall_drain
+                WHEN 'gmma' THEN k.stall_gmma
+                WHEN 'imc_miss' THEN k.stall_imc_miss
+                WHEN 'lg_throttle' THEN k.stall_lg_throttle
+                WHEN 'long_scoreboard' THEN k.stall_long_scoreboard
+                WHEN 'math_pipe_throttle' THEN k.stall_math_pipe_throttle
+                WHEN 'membar' THEN k.stall_membar
+                WHEN 'mio_throttle' THEN k.stall_mio_throttle
+                WHEN 'misc' THEN k.stall_misc
+                WHEN 'no_instruction' THEN k.stall_no_instruction
+                WHEN 'not_selected' THEN k.stall_not_selected
+                WHEN 'selected' THEN k.stall_selected
+                WHEN 'short_scoreboard' THEN k.stall_short_scoreboard
+                WHEN 'sleeping' THEN k.stall_sleeping
+                WHEN 'tex_throttle' THEN k.stall_tex_throttle
+                WHEN 'wait' THEN k.stall_wait
+           END AS value
+    FROM kernels k CROSS JOIN (VALUES
+        ('barrier'), ('branch_resolving'), ('dispatch_stall'), ('drain'), ('gmma'), ('imc_miss'),
+        ('lg_throttle'), ('long_scoreboard'), ('math_pipe_throttle'), ('membar'), ('mio_throttle'), ('misc'),
+        ('no_instruction'), ('not_selected'), ('selected'), ('short_scoreboard'), ('sleeping'), ('tex_throttle'),
+        ('wait')
+    ) AS r (reason)
+), per_kernel_sums AS (
+    SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, count(*) AS launches,
+           sum(value * duration_ns) AS weighted, sum(duration_ns) AS duration
     FROM stalls
+    WHERE value IS NOT NULL
     GROUP BY kernel_id, library, op_class, reason
+), per_kernel AS (
+    SELECT 'kernel' AS level, kernel_id, library, op_class, kernel_base, reason, launches,
+           weighted / NULLIF(duration, 0) AS stall_cycles_per_issue
+    FROM per_kernel_sums
 ), per_class AS (
+    -- from the per-kernel sums: the same time weighting, without a second pass over every launch
     SELECT 'op_class' AS level, CAST(NULL AS VARCHAR) AS kernel_id, CAST(NULL AS VARCHAR) AS library, op_class,
-           CAST(NULL AS VARCHAR) AS kernel_base, reason, count(*) AS launches,
-           sum(value * duration_ns) / NULLIF(sum(duration_ns), 0) AS stall_cycles_per_issue
-    FROM stalls
+           CAST(NULL AS VARCHAR) AS kernel_base, reason, sum(launches) AS launches,
+           sum(weighted) / NULLIF(sum(duration), 0) AS stall_cycles_per_issue
+    FROM per_kernel_sums
     GROUP BY op_class, reason
 ), both_levels AS (
     SELECT * FROM per_kernel
