@@ -37,8 +37,8 @@ from kwarehouse.errors import KwhError
 
 CATALOG_VERSION = 2   # 2: parquet_runs, retired_files, rollup_files, rollup_state
 # The long metrics table is written sorted by metric name, in small row groups, so that a filter on
-# the name skips most of every file by its row-group statistics: warp_stalls wants about 30 of ~830
-# metrics and reads a few percent of the table instead of all of it.
+# the name skips most of every file by its row-group statistics: a query for a few of the ~830
+# metrics per launch (queries/metric_lookup.sql) reads a few percent of the table, not all of it.
 CLUSTER_ORDER = {"metrics": ("metric", "run_id", "launch_id")}
 CLUSTERED_ROW_GROUP_ROWS = 16_384
 # kwh compact streams each partition through chunks of at most this many rows (sorted per chunk for
