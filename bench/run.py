@@ -244,19 +244,24 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     row["baseline_runs"] = min(size, limits.baseline_max)
     if size <= limits.uncompacted_max:
         seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
-        row["queries_as_ingested"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+        row["queries_as_ingested"] = _json_line(out)
         row["query_peak_mb_as_ingested"] = peak
     seconds, peak, out = child(COMPACT, str(work / f"wh{size}"))
     row["compact"] = (seconds, peak)
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
-    row["queries"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    row["queries"] = _json_line(out)
     row["query_peak_mb"] = peak
     if with_spark and size <= limits.spark_max:
         seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
-        row["spark"] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+        row["spark"] = _json_line(out)
     for leftover in work.glob(f"wh{size}*"):
         shutil.rmtree(leftover)
     return row
+
+
+def _json_line(out: str) -> dict:
+    """The results a query child printed as one JSON line."""
+    return json.loads(next(line for line in out.splitlines() if line.startswith("{")))
 
 
 def _rate(row: dict, tool: str) -> float | None:

@@ -142,7 +142,7 @@ def test_compaction_keeps_every_query_result(ingested):
     assert pipeline.compact(ingested) == []
 
 
-STALLS = ("smsp__average_warps_issue_stalled_", "smsp__average_warps_issue_stalled`")   # the views' range
+STALLS = ("smsp__average_warps_issue_stalled_", "smsp__average_warps_issue_stalled`")   # metric_lookup's range
 
 
 def metric_row_groups(warehouse: Warehouse) -> list[tuple[str, int, str, str]]:
@@ -157,32 +157,28 @@ def metric_row_groups(warehouse: Warehouse) -> list[tuple[str, int, str, str]]:
     return out
 
 
-def test_metrics_are_clustered_so_stall_views_skip_other_metrics(tmp_path, monkeypatch):
+def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_path, monkeypatch):
     """Metrics files are sorted by metric name in small row groups, before and after compaction (which
-    streams a partition through chunks), so the range in warp_stalls skips most row groups by their
-    statistics. Small limits here make the test data span several row groups and chunks."""
+    streams a partition through chunks), so the stall range in metric_lookup skips most row groups by
+    their statistics. Small limits here make the test data span several row groups and chunks."""
     llama = dated_copy(tmp_path, "ncu-llama-h100-variants", "2026-11-21")
     manifest = json.loads((llama / "manifest.ncu.json").read_text())
     (llama / "manifest.ncu.json").write_text(json.dumps({**manifest, "model": "gpt2"}))   # gpt2's partition
-    ingested = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", llama], ingested)
-    def check(groups):
-        assert all(rows <= store.CLUSTERED_ROW_GROUP_ROWS for _, rows, _, _ in groups)
-        wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]
-        assert 0 < len(wanted) < len(groups) / 4
-        return wanted
-
-    for path in ingested.committed_files("metrics"):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100", llama], warehouse)
+    for path in warehouse.committed_files("metrics"):
         names = pq.read_table(path, columns=["metric"])["metric"].to_pylist()
         assert names == sorted(names)
-    before = {name: rows(ingested, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
+    before = {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
+
     monkeypatch.setattr(store, "CLUSTERED_ROW_GROUP_ROWS", 500)
     monkeypatch.setattr(store, "COMPACT_CHUNK_ROWS", 3_000)
-    pipeline.compact(ingested)
-    groups = [g for g in metric_row_groups(ingested) if g[0].startswith("compact-")]   # partitions of 2+ runs
+    pipeline.compact(warehouse)
+    groups = [g for g in metric_row_groups(warehouse) if g[0].startswith("compact-")]   # partitions of 2+ runs
     assert max(rows for _, rows, _, _ in groups) == 500
-    check(groups)
-    after = {name: rows(ingested, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
+    wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]
+    assert 0 < len(wanted) < len(groups) / 4
+    after = {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
     assert close(before["warp_stalls"], after["warp_stalls"]) and close(before["metrics"], after["metrics"])
 
 
