@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kwarehouse.errors import InputError, KwhError
+from kwarehouse.ingest import gzipped, nsys_sqlite
 from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
 from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
@@ -31,6 +32,8 @@ def sniff(path: Path) -> Reader | None:
     with open(path, "rb") as handle:
         head = handle.read(SNIFF_BYTES)
     for reader in READERS.values():
+        if gzipped.is_gzip(head):
+            reader = gzipped.Gzipped(reader)
         try:
             claimed = reader.sniff(path, head)
         except Exception:   # noqa: BLE001 - a sniffer choking on garbage just does not claim the file
@@ -56,6 +59,18 @@ def unrecognised(path: Path) -> InputError:
     hint = EXPORT_HINTS.get(path.suffix.lower())
     if hint:
         return InputError(path, hint)
+    try:
+        cut = nsys_sqlite.cut_short(path)
+        with open(path, "rb") as handle:
+            packed = gzipped.is_gzip(handle.read(2))
+    except OSError:
+        cut, packed = None, False
+    if packed:
+        return InputError(path, "gzip-compressed, but what it holds is not a recognised export (known formats: "
+                          + ", ".join(READERS) + "); is it cut short, or not a profiler export?")
+    if cut:
+        # SQLite cannot open its schema from a cut file, so no sniffer claims it: say what it is.
+        return InputError(path, f"not a recognised export: {cut} ({nsys_sqlite.CUT_HINT})")
     return InputError(path, "not a recognised export (known formats: " + ", ".join(READERS) +
                       "); was it written by ncu --csv, nsys or the PyTorch profiler? Pass --format to force a reader")
 
@@ -71,7 +86,10 @@ def read(path: Path, format: str | None = None) -> ReadResult:
 
 def read_with(reader: Reader, path: Path) -> ReadResult:
     """reader.read(path), where anything a reader did not foresee in a malformed file becomes an
-    InputError naming the file: bad input never escapes as another exception."""
+    InputError naming the file: bad input never escapes as another exception. A gzip-compressed file
+    is decompressed first (ingest.gzipped)."""
+    if not isinstance(reader, gzipped.Gzipped) and _is_gzip_file(path):
+        reader = gzipped.Gzipped(reader)
     try:
         return reader.read(path)
     except KwhError:
@@ -81,6 +99,14 @@ def read_with(reader: Reader, path: Path) -> ReadResult:
     except Exception as exc:   # noqa: BLE001 - the point is to catch what parsers raise on garbage
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise InputError(path, f"not a readable {reader.name} export ({detail}); re-export it") from None
+
+
+def _is_gzip_file(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return gzipped.is_gzip(handle.read(2))
+    except OSError:
+        return False     # the reader words the error
 
 
 __all__ = ["READERS", "ReadResult", "Reader", "read", "read_with", "reader_named", "sniff"]

@@ -8,6 +8,8 @@ from typing import ClassVar, Protocol
 
 import polars as pl
 
+from kwarehouse.errors import InputError
+
 # Columns of ReadResult.launches: one row per profiled launch, in the export's own terms.
 LAUNCH_COLUMNS = {
     "launch_id": pl.Int64, "kernel_name": pl.String, "process_id": pl.Int64,
@@ -82,3 +84,58 @@ class Reader(Protocol):
 
     def read(self, path: Path) -> ReadResult:
         """Parse the whole file; raise InputError naming the file (and line) when it cannot."""
+
+
+# The most bytes a reader takes into memory from one file (text exports are parsed whole, and use a
+# few times their size). A larger file is refused before it is read, not half-way through memory.
+# The largest real export seen is 11 MB (an ncu details page of 113 launches); this allows ~20,000.
+MAX_READ_BYTES = 2 << 30
+# Copying a file in this size of chunks keeps memory bounded whatever the file holds.
+CHUNK_BYTES = 1 << 20
+
+
+def refuse_oversized(path: Path, size: int | None = None) -> None:
+    """Refuse a file larger than MAX_READ_BYTES before anything reads it."""
+    size = path.stat().st_size if size is None else size
+    if size > MAX_READ_BYTES:
+        raise InputError(path, f"{size / 1e9:.1f} GB is more than kwh reads from one export "
+                         f"({MAX_READ_BYTES / 1e9:.1f} GB); export fewer launches per file")
+
+
+@dataclass
+class LineScan:
+    """What one streaming pass over a text file found, reading CHUNK_BYTES at a time."""
+
+    size: int
+    longest: int            # bytes in the longest line, without its newline
+    longest_line: int       # its 1-based line number
+    ends_with_newline: bool
+
+
+def scan_lines(path: Path, stop_above: int | None = None) -> LineScan:
+    """Line lengths of a file without holding more than one chunk of it. With `stop_above`, the scan
+    ends after the first line longer than that (measured whole), not reading the rest of the file."""
+    size = longest = current = 0
+    longest_line = line = 1
+    last = b""
+    giant = False
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            size += len(chunk)
+            last = chunk[-1:]
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                current += end - start
+                if current > longest:
+                    longest, longest_line = current, line
+                if giant:
+                    break
+                current, start, line = 0, end + 1, line + 1
+            else:
+                current += len(chunk) - start
+                if current > longest:
+                    longest, longest_line = current, line
+                giant = giant or (stop_above is not None and longest > stop_above)
+                continue
+            break
+    return LineScan(size, longest, longest_line, last == b"\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import base
 from kwarehouse.ingest.base import LAUNCH_COLUMNS
 
 # Every ncu CSV page starts with these two quoted columns.
@@ -32,6 +33,8 @@ LAUNCH_FIELDS = {
 }
 # No ncu CSV row comes near this; a longer line is a corrupt or foreign file (and would cost memory).
 MAX_LINE_BYTES = 32 << 20
+TRUNCATED_ROW = ("file ends in the middle of a row (truncated?); re-export it with ncu --csv, or, if it is "
+                 "still being copied, wait for the copy to finish")
 # "27.595.520": a number printed with a locale's dot grouping. ncu --csv prints 27,595,520 (C locale);
 # reading the dots as decimal points would silently be wrong by orders of magnitude.
 LOCALE_NUMBER = re.compile(r"^[+-]?\d{1,3}(\.\d{3}){2,}(,\d+)?$")
@@ -78,6 +81,13 @@ class NcuTable:
 def read_table(path: Path) -> NcuTable:
     """Parse the CSV table of an ncu export, every cell as text (None where a row was short)."""
     try:
+        base.refuse_oversized(path)
+        # One bounded pass first: a giant line (garbage after a valid header) is refused before the
+        # file is read into memory.
+        scan = base.scan_lines(path, stop_above=MAX_LINE_BYTES)
+        if scan.longest > MAX_LINE_BYTES:
+            raise InputError(path, f"a {scan.longest >> 20} MB line; no ncu export has rows like it "
+                             "(corrupt file, or not an ncu CSV)", line=scan.longest_line)
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
@@ -89,30 +99,30 @@ def read_table(path: Path) -> NcuTable:
         raise InputError(path, 'no ncu CSV header ("ID","Process ID",...) found; '
                          "was it exported with ncu --import REPORT --csv --page raw|details?")
     header_line = data.count(b"\n", 0, start) + 1
-    lines = data[start:].split(b"\n")
+    table = data[start:]
+    del data
+    lines = table.split(b"\n")
     line_numbers = list(range(header_line, header_line + len(lines)))
-    if any(_TOOL_LINE.match(line) or not line.strip() for line in lines):
+    kept = [i for i, line in enumerate(lines) if line.strip() and not _TOOL_LINE.match(line)]
+    # ncu ends every line it writes, the last one too (every real export seen does): a last row
+    # without its newline is a file cut short - still being copied, or truncated. No ncu cell holds
+    # a newline, so a line is a row.
+    last = lines[kept[-1]].rstrip(b"\r")
+    if kept[-1] == len(lines) - 1 or not (last.endswith(b'"') or last.endswith(b",")):
+        raise InputError(path, TRUNCATED_ROW, line=line_numbers[kept[-1]])
+    if len(kept) == len(lines) - 1:
+        body = table            # nothing to drop but the empty string after the last newline
+    else:
         # ncu's log lines and blank lines between rows: drop them, keep true line numbers.
-        kept = [(n, line) for n, line in zip(line_numbers, lines)
-                if line.strip() and not _TOOL_LINE.match(line)]
-        line_numbers = [n for n, _ in kept]
-        lines = [line for _, line in kept]
-    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
-    if len(lines[longest]) > MAX_LINE_BYTES:
-        raise InputError(path, f"a {len(lines[longest]) >> 20} MB line; no ncu export has rows like it "
-                         "(corrupt file, or not an ncu CSV)", line=line_numbers[longest])
-    last = lines[-1].rstrip(b"\r")
-    if not (last.endswith(b'"') or last.endswith(b",")):
-        raise InputError(path, "file ends in the middle of a row (truncated?); re-export it with ncu --csv",
-                         line=line_numbers[-1])
-    body = b"\n".join(lines)
+        body = b"\n".join(lines[i] for i in kept)
+    line_numbers = [line_numbers[i] for i in kept]
+    del lines, table
     try:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
         bad = _locate_bad_row(body)
-        if bad and bad[0] >= len(lines) - 1 and "end of data" in bad[1]:
-            raise InputError(path, "file ends in the middle of a row (truncated?); re-export it with ncu --csv",
-                             line=line_numbers[-1]) from exc
+        if bad and bad[0] >= len(line_numbers) - 1 and "end of data" in bad[1]:
+            raise InputError(path, TRUNCATED_ROW, line=line_numbers[-1]) from exc
         line = line_numbers[min(bad[0], len(line_numbers) - 1)] if bad else None
         reason = bad[1] if bad else str(exc).splitlines()[0]
         raise InputError(path, f"malformed CSV row: {reason}; the file is not a clean ncu --csv export",

@@ -40,6 +40,7 @@ class NcuDetailsCsv:
             raise InputError(path, "no metric rows after the header; did ncu profile any kernel?",
                              line=table.header_line)
         ncu_csv.reject_short_rows(path, table, frame, "Metric Value", "_row")
+        reject_cut_last_launch(path, table, frame)
         launch_rows = frame.unique("ID", keep="first", maintain_order=True)
         launches = ncu_csv.launch_frame(launch_rows)
         if launches["launch_id"].null_count():
@@ -68,3 +69,40 @@ class NcuDetailsCsv:
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]))
+
+
+def reject_cut_last_launch(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFrame) -> None:
+    """A file cut just after a row can end inside its last launch's block: refuse it when that launch
+    has only a leading part of the (section, metric) rows that every other launch has.
+
+    ncu prints the same sections and metrics, in the same order, for every launch of a report on one
+    kind of GPU (true of every real details page seen: 11 files, up to 120 launches each), so a
+    complete file never has a last launch whose metric rows are a strict prefix of all the others'.
+    Launches on a GPU of another compute capability are not compared (sections can differ by
+    architecture). Undetectable: a file of one launch, and a cut among the last launch's rule rows.
+    """
+    metrics = frame.filter(pl.col("Metric Name").is_not_null() & (pl.col("Metric Name") != ""))
+    if metrics.height == 0:
+        return
+    keys = [pl.col("ID")] + ([pl.col("CC")] if "CC" in frame.columns else [])
+    per_launch = (metrics.group_by("ID", maintain_order=True)
+                  .agg(*[k.first().alias(f"_{i}") for i, k in enumerate(keys[1:])],
+                       pl.concat_str("Section Name", "Metric Name", separator="\x1f").alias("_rows"))
+                  )
+    if per_launch.height < 2:
+        return
+    last = per_launch.row(-1, named=True)
+    others = per_launch.slice(0, per_launch.height - 1)
+    if "CC" in frame.columns:
+        others = others.filter(pl.col("_0") == last["_0"]) if last["_0"] is not None else others
+    lists = {tuple(rows) for rows in others["_rows"].to_list()}
+    if len(lists) != 1:
+        return
+    full = next(iter(lists))
+    mine = tuple(last["_rows"])
+    if len(mine) < len(full) and full[:len(mine)] == mine:
+        last_row = frame.filter(pl.col("ID") == last["ID"])["_row"][-1]
+        raise InputError(path, f"the last launch (ID {last['ID']}) has {len(mine)} of the {len(full)} metric "
+                         "rows every other launch has: the file was cut short (still being copied, or "
+                         "truncated?); wait for the copy to finish or re-export it with ncu --csv --page details",
+                         line=table.row_lines[last_row])

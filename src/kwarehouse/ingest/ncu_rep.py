@@ -10,6 +10,7 @@ results are not read from it (export the details page for them).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,10 +45,12 @@ class NcuRep:
         if ncu_report is None:
             raise InputError(path, f"an Nsight Compute report file; {INSTALL_HINT}, or export it with "
                              "ncu --import FILE --csv --page raw")
+        declared = declared_results(path)
         try:
             context = ncu_report.load_report(str(path))
         except Exception as exc:   # the module raises its own exception types
-            raise InputError(path, f"ncu_report could not load it ({exc}); is the file complete?") from None
+            detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise InputError(path, f"ncu_report could not load it ({detail}); is the file complete?") from None
         launches, metrics, gpu = [], [], None
         launch_id = 0
         for range_index in range(context.num_ranges()):
@@ -61,13 +64,95 @@ class NcuRep:
                                if not name.startswith(SKIPPED_PREFIXES))
                 launch_id += 1
         if not launches:
-            raise InputError(path, "the report holds no profiled kernel")
+            raise InputError(path, f"the report holds no kernel results; truncated? {CUT_HINT}")
+        if declared is not None and launch_id != declared:
+            raise InputError(path, f"ncu_report read {launch_id} of the {declared} kernel results the file "
+                             f"declares; {CUT_HINT}")
         # kernel_mangled rides along as an extra launch column; the pipeline keeps it beside the name
         schema = {**LAUNCH_COLUMNS, "kernel_mangled": pl.String}
         return ReadResult(path=path, format=self.name, page="raw",
                           launches=pl.DataFrame(launches, schema=schema),
                           metrics=pl.DataFrame(metrics, schema=METRIC_COLUMNS, orient="row"),
                           gpu_name=gpu, base_units=True)
+
+
+CUT_HINT = "if it is still being copied, wait for the copy to finish; otherwise re-export it with ncu -o"
+
+
+def declared_results(path: Path) -> int | None:
+    """How many profile results the report file declares, after checking that its blocks fill the file
+    exactly; InputError when the file ends inside a block (cut short), None for a layout not known.
+
+    A report is "NVR\\0", a u32-sized FileHeader message, then blocks to the end of the file: a u32
+    size, a BlockHeader protobuf message (NumSources = 1, NumResults = 2, PayloadSize = 5; ncu's
+    extras/FileFormat/ProfilerReport.proto) and PayloadSize bytes of sources and results. Only the
+    headers are read (seeking past payloads), so this costs a few reads however large the file.
+    A file cut exactly at a block boundary reads as a complete shorter report (fewer launches).
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        def u32(at: int) -> int | None:
+            handle.seek(at)
+            raw = handle.read(4)
+            return struct.unpack("<I", raw)[0] if len(raw) == 4 else None
+        header = u32(len(MAGIC))
+        if header is None:
+            raise InputError(path, f"the report ends inside its file header; {CUT_HINT}")
+        at, results = len(MAGIC) + 4 + header, 0
+        while at < size:
+            block = u32(at)
+            if block is None or at + 4 + block > size:
+                raise InputError(path, f"the report ends inside a block header at byte {at:,} of {size:,}; "
+                                 f"{CUT_HINT}")
+            handle.seek(at + 4)
+            fields = _varint_fields(handle.read(block))
+            if fields is None or 5 not in fields:
+                return None      # not the layout above: leave the judgement to ncu_report
+            at += 4 + block + fields[5]
+            if at > size:
+                raise InputError(path, f"the report is cut short: {size:,} bytes where its blocks need {at:,}; "
+                                 f"{CUT_HINT}")
+            results += fields.get(2, 0)
+        if at != size:
+            raise InputError(path, f"the report ends inside its file header; {CUT_HINT}")
+    return results
+
+
+def _varint_fields(message: bytes) -> dict[int, int] | None:
+    """The varint fields of a protobuf message (field number -> value), or None when it does not parse."""
+    fields, at = {}, 0
+    def varint():
+        nonlocal at
+        value = shift = 0
+        while True:
+            if at >= len(message) or shift > 63:
+                raise ValueError("varint")
+            byte = message[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+    try:
+        while at < len(message):
+            key = varint()
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                fields[number] = varint()
+            elif wire == 2:
+                length = varint()      # read before `at` is, since varint() moves it
+                at += length
+            elif wire == 1:
+                at += 8
+            elif wire == 5:
+                at += 4
+            else:
+                return None
+            if at > len(message):
+                return None
+    except ValueError:
+        return None
+    return fields
 
 
 def _metrics(ncu_report, action) -> dict[str, tuple[str, str]]:

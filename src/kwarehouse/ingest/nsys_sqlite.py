@@ -41,6 +41,32 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True)
 
 
+def cut_short(path: Path) -> str | None:
+    """Why an SQLite file is incomplete (still being copied, or truncated), from its 100-byte header,
+    or None. An SQLite database is whole pages, and its header counts them when the count is valid
+    (header bytes 24-27 equal bytes 92-95, https://www.sqlite.org/fileformat2.html#in_header_database_size)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        header = handle.read(100)
+    if not header.startswith(MAGIC):
+        return None
+    if len(header) < 100:
+        return f"an SQLite file that ends inside its 100-byte header ({size} bytes)"
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return None           # not a header SQLite wrote: let SQLite itself judge the file
+    pages = int.from_bytes(header[28:32], "big")
+    if pages and header[24:28] == header[92:96] and size < pages * page:
+        return f"an SQLite file cut short: {size:,} of the {pages * page:,} bytes its header declares"
+    if size % page:
+        return f"an SQLite file cut short: {size:,} bytes is not a whole number of its {page}-byte pages"
+    return None
+
+
+CUT_HINT = "still being copied, or truncated? Wait for the copy to finish or re-export it with nsys export --type sqlite"
+
+
 class NsysSqlite:
     name: ClassVar[str] = "nsys-sqlite"
 
@@ -57,6 +83,9 @@ class NsysSqlite:
             return False
 
     def read(self, path: Path) -> ReadResult:
+        cut = cut_short(path)
+        if cut:
+            raise InputError(path, f"{cut} ({CUT_HINT})")
         try:
             con = connect_read_only(path)
             try:

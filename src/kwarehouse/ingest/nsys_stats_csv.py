@@ -25,6 +25,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import base
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
 TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9}
@@ -38,6 +39,8 @@ SIGNATURES = {
     "nvtx_sum": {"Total Time", "Instances", "Range"},
     "cuda_gpu_kern_sum": {"Total Time", "Instances", "Name"},
 }
+TRUNCATED_ROW = ("file ends in the middle of a line (still being copied, or truncated?); wait for the copy to "
+                 "finish or re-run nsys stats")
 OLD_NAMES = {"Time(%)": "Time", "Average": "Avg", "Minimum": "Min", "Maximum": "Max", "CorrID": "CorrId",
              "Median": "Med"}
 
@@ -109,6 +112,7 @@ class NsysStatsCsv:
                           nvtx_summaries=pl.concat(nvtx_sums) if nvtx_sums else None, gpu_name=gpu)
 
     def _blocks(self, path: Path) -> list[_Block]:
+        base.refuse_oversized(path)
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -116,7 +120,14 @@ class NsysStatsCsv:
         blocks: list[_Block] = []
         announced: str | None = None
         current: _Block | None = None
-        for number, line in enumerate(text.splitlines(), 1):
+        lines = text.splitlines()
+        # nsys ends every line it writes, the last one too: a file whose last line has no newline was
+        # cut short (a kernel name cut in two would otherwise be stored as a name, and the reports
+        # after the cut would be silently missing).
+        if text and not text.endswith(("\n", "\r")):
+            raise InputError(path, TRUNCATED_ROW, len(lines))
+        del text
+        for number, line in enumerate(lines, 1):
             found = REPORT_LINE.match(line)
             if found:
                 announced, current = found["report"], None

@@ -18,6 +18,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import base
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 
 GPU_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
@@ -35,13 +36,20 @@ class TorchTrace:
         return text.startswith(b"{") and b'"traceEvents"' in text
 
     def read(self, path: Path) -> ReadResult:
+        base.refuse_oversized(path)
+        raw = path.read_bytes()
         try:
-            with open(path, "rb") as handle:
-                trace = json.load(handle, parse_float=Decimal)
+            trace = json.loads(raw, parse_float=Decimal)
         except json.JSONDecodeError as exc:
+            if not raw.rstrip().endswith(b"}"):
+                # a trace is one JSON object: text that does not end with its closing brace was cut short
+                raise InputError(path, f"not valid JSON ({exc.msg}); is the trace complete? It ends before its "
+                                 "closing brace: wait for the copy to finish, or export it again",
+                                 line=exc.lineno) from None
             raise InputError(path, f"not valid JSON ({exc.msg}); is the trace complete?", line=exc.lineno) from None
         except UnicodeDecodeError:
             raise InputError(path, "not UTF-8 JSON; expected a PyTorch profiler trace") from None
+        del raw
         if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
             raise InputError(path, 'no "traceEvents" list; expected prof.export_chrome_trace() output')
         events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
