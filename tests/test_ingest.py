@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import pipeline
+from kwarehouse import catalog, pipeline
 from kwarehouse.store import Warehouse
 
 from conftest import DATA, EXPORT_FOLDERS, rows
@@ -186,7 +186,8 @@ def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("killed")
-    monkeypatch.setattr(warehouse.engine, "begin", crash)
+    # killed inside the commit transaction, after the files were renamed into their table folders
+    monkeypatch.setattr(catalog, "bump_generation", crash)
     with pytest.raises(KeyboardInterrupt):
         pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     monkeypatch.undo()

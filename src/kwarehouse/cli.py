@@ -39,9 +39,11 @@ class KwhGroup(click.Group):
 @click.option("--catalog", metavar="URL", envvar="KWH_CATALOG",
               help="Catalog database (SQLAlchemy URL, e.g. postgresql://host/kwh; or set KWH_CATALOG). "
                    "Default: catalog.sqlite in the warehouse.")
+@click.option("--wait", metavar="SECONDS", type=click.FloatRange(min=0), envvar="KWH_WAIT",
+              help="How long a writing command waits for another writer's lock (default: as long as it takes).")
 @click.version_option(package_name="kwarehouse")
 @click.pass_context
-def main(ctx, warehouse: Path, catalog: str | None):
+def main(ctx, warehouse: Path, catalog: str | None, wait: float | None):
     """kwarehouse: ingest CUDA profiler exports into a Parquet warehouse and query them with SQL.
 
     \b
@@ -49,7 +51,7 @@ def main(ctx, warehouse: Path, catalog: str | None):
       kwh ingest runs/            # every ncu export under runs/
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
     """
-    ctx.obj = Warehouse(warehouse, catalog)
+    ctx.obj = Warehouse(warehouse, catalog, wait=wait)
 
 
 def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
@@ -107,8 +109,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, sp
         click.echo(f"Repaired: {line}", err=True)
     for run in report.runs:
         verb = "new run" if run.new else "updated run"
+        replaced = f" (replaces partial run {', '.join(run.replaced)})" if run.replaced else ""
         click.echo(f"{verb} {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels "
-                   f"from {len(run.files)} file(s)")
+                   f"from {len(run.files)} file(s){replaced}")
     for path, why in report.skipped:
         if why.startswith("already ingested"):
             click.echo(f"skipped {path}: {why}")
@@ -478,8 +481,10 @@ def compact(warehouse: Warehouse):
 
 @main.command()
 @click.argument("drop", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--settle", default=60.0, show_default=True, type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Leave files modified in the last SECONDS for the next run (they may still be copying).")
 @click.pass_obj
-def nightly(warehouse: Warehouse, drop):
+def nightly(warehouse: Warehouse, drop, settle):
     """The scheduled job: ingest DROP folder(s), roll up the touched days, compact; one summary line.
 
     Exit status 1 when any file failed (the rest still goes in). See deploy/ for cron, systemd
@@ -489,7 +494,7 @@ def nightly(warehouse: Warehouse, drop):
     Example:
       kwh --warehouse /data/kwh nightly /data/drop
     """
-    report = nightly_lib.nightly(warehouse, list(drop))
+    report = nightly_lib.nightly(warehouse, list(drop), settle_seconds=settle)
     for line in report.ingest.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for line in report.ingest.failed:

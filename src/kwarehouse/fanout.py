@@ -36,10 +36,12 @@ Job = tuple[int, list[tuple[str, bool]]]
 class IngestContext:
     """What every worker needs, sent once per worker (not per folder)."""
     warehouse_root: str
+    stage_dir: str                    # the driver's writer session folder: workers stage under it
     format: str | None
     model: str | None
     tags: dict[str, str]
     ingested: dict[str, str]          # sha256 -> run id of every file already in the warehouse
+    ingested_paths: frozenset[str]    # where they were read from (a longer file there may replace a run)
     existing_runs: frozenset[str]
 
 
@@ -69,6 +71,7 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     """Read one folder, build its runs and stage their Parquet files: the work of one task."""
     index, files = job
     warehouse = Warehouse(context.warehouse_root)    # staging and rules only: no catalog access here
+    warehouse.session_dir = Path(context.stage_dir)
     result = FolderResult(index, [p for p, _ in files])
     report = pipeline.IngestReport()
     seen: set[str] = set()
@@ -76,7 +79,8 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
                                   context.ingested.get, {}, seen, report)
     result.shas = sorted(seen)
     result.skipped, result.failed = report.skipped, report.failed
-    if any(run_id in context.existing_runs for run_id in groups):
+    if any(run_id in context.existing_runs for run_id in groups) or any(
+            str(Path(p).absolute()) in context.ingested_paths for p in result.paths):
         result.redo = True
         return result
     # loaded per folder, not cached: Spark reuses its Python workers across jobs, and a warehouse's
@@ -95,14 +99,16 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
 
 def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehouse, fan_out: FanOut, *,
                       format: str | None, model: str | None, tags: dict[str, str],
-                      progress: Callable[[Path], None] | None = None) -> pipeline.IngestReport:
+                      progress: Callable[[Path], None] | None = None,
+                      report: pipeline.IngestReport | None = None) -> pipeline.IngestReport:
     """pipeline.ingest with the folders prepared by `fan_out` and committed here."""
-    report = pipeline.IngestReport()
+    report = report or pipeline.IngestReport()
     if not batches:
         return report
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
-        context = IngestContext(str(warehouse.root), format, model, tags, warehouse.ingested_files(),
+        context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
+                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()))
         jobs = [(i, [(str(p), explicit) for p, explicit in batch]) for i, batch in enumerate(batches)]
         seen: set[str] = set()
@@ -112,7 +118,7 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                 for run in result.runs:
                     warehouse.discard_staged(run.staged)
                 groups = pipeline.read_folder(batches[result.index], format, warehouse.ingested_run, metadata,
-                                              seen, report, progress)
+                                              seen, report, progress, warehouse.ingested_at_path)
                 pipeline.commit_groups(groups, warehouse, model, tags, report)
                 continue
             if progress:
@@ -155,6 +161,27 @@ _CONTEXT: IngestContext | None = None
 def _set_context(context: IngestContext) -> None:
     global _CONTEXT
     _CONTEXT = context
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """A worker whose driver is gone (kill -9) stops at once instead of finishing folders nobody will
+    commit: the kernel's parent-death signal where there is one, and a watchdog thread everywhere."""
+    import signal
+    import threading
+    import time
+    parent = os.getppid()
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="kwh-parent-watch").start()
 
 
 def _prepare_with_context(job: Job) -> FolderResult:

@@ -30,8 +30,9 @@ class NightlyReport:
                 f"rolled up {len(self.rolled_up)} day(s); compacted {len(self.compacted)} partition(s)")
 
 
-def nightly(warehouse: Warehouse, drop: list[Path]) -> NightlyReport:
-    report = NightlyReport(pipeline.ingest(drop, warehouse))
+def nightly(warehouse: Warehouse, drop: list[Path], settle_seconds: float = 60) -> NightlyReport:
+    """settle_seconds: files modified more recently are left for the next night (still copying)."""
+    report = NightlyReport(pipeline.ingest(drop, warehouse, settle_seconds=settle_seconds))
     report.rolled_up = rollup.rollup(warehouse).days
     report.compacted = pipeline.compact(warehouse)
     return report

@@ -25,7 +25,7 @@ from kwarehouse.store import IngestedFile, Warehouse
 # Files that sit beside exports and are read as metadata, never as exports.
 SIDECAR_SUFFIXES = (".log", ".txt", ".md")
 # A file whose name says it should be an export: unrecognised content is an error, not a skip.
-EXPORT_SUFFIXES = (".csv", ".sqlite", ".ncu-rep", ".nsys-rep", ".qdrep")
+EXPORT_SUFFIXES = (".csv", ".sqlite", ".ncu-rep", ".nsys-rep", ".qdrep", ".gz")
 # The launch fields that identify a profiled launch in every page of one report.
 LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_id", "stream_id"]
 # A .ncu-rep read through ncu_report has no process or host: it joins the run of the CSV pages of
@@ -44,6 +44,7 @@ class RunSummary:
     kernels: int
     files: list[str]
     new: bool
+    replaced: list[str] = field(default_factory=list)   # partial runs this one replaced
 
 
 @dataclass
@@ -65,6 +66,8 @@ class _Source:
     sha256: str
     meta: RunMetadata
     folder: Path
+    size: int | None = None
+    supersedes: str | None = None   # a run ingested from a shorter, partial copy of this file
 
 
 def discover(sources: Iterable[Path]) -> list[tuple[Path, bool]]:
@@ -94,22 +97,27 @@ def sha256_of(path: Path) -> str:
 
 def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None = None,
            model: str | None = None, tags: dict[str, str] | None = None,
-           progress: Callable[[Path], None] | None = None, fan_out=None) -> IngestReport:
+           progress: Callable[[Path], None] | None = None, fan_out=None,
+           settle_seconds: float = 0) -> IngestReport:
     """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal.
 
     Folders are read and committed one at a time (a run's id includes its folder, so the pages of
     one report always share a folder): memory holds one folder's exports, however many there are.
     fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
-    or spark_tasks(session)); the result is the same."""
+    or spark_tasks(session)); the result is the same.
+    settle_seconds: files modified more recently than this are left for a later ingest (kwh nightly:
+    a file still being copied into the drop folder)."""
     tags = dict(tags or {})
     if format:
         readers.reader_named(format)
     batches = folder_batches(sources)
+    report = IngestReport()
+    if settle_seconds:
+        batches = _settled(batches, settle_seconds, report)
     if fan_out is not None:
         from kwarehouse import fanout
         return fanout.ingest_fanned_out(batches, warehouse, fan_out, format=format, model=model, tags=tags,
-                                        progress=progress)
-    report = IngestReport()
+                                        progress=progress, report=report)
     metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}
     seen: set[str] = set()
     writer = None
@@ -117,9 +125,12 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     def already(sha: str) -> str | None:
         return warehouse.ingested_run(sha) if warehouse.exists else None
 
+    def earlier(path: str) -> list[tuple[str, int, str]]:
+        return warehouse.ingested_at_path(path) if warehouse.exists else []
+
     try:
         for batch in batches:
-            groups = read_folder(batch, format, already, metadata, seen, report, progress)
+            groups = read_folder(batch, format, already, metadata, seen, report, progress, earlier)
             if not groups:
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
@@ -151,20 +162,70 @@ def folder_batches(sources: Iterable[Path]) -> list[list[tuple[Path, bool]]]:
 
 def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Callable[[str], str | None],
                 metadata: dict, seen: set[str], report: IngestReport,
-                progress: Callable[[Path], None] | None = None) -> dict[str, list[_Source]]:
-    """Read one folder's files and group them into runs; failures and skips go to `report`."""
+                progress: Callable[[Path], None] | None = None,
+                earlier: Callable[[str], list[tuple[str, int, str]]] | None = None) -> dict[str, list[_Source]]:
+    """Read one folder's files and group them into runs; failures and skips go to `report`.
+
+    earlier(path) lists (sha256, size, run id) of files ingested from that path before: a file that
+    begins with the exact bytes of one of them is its complete version (the earlier one was ingested
+    while still being copied), and replaces that run; the run's other files are then read again."""
     read = []
     for path, explicit in batch:
         if progress:
             progress(path)
-        try:
-            source = _read_one(path, explicit, format, already, metadata, seen, report)
-        except InputError as exc:
-            report.failed.append(str(exc))
-            continue
+        source = _read_reporting(path, explicit, format, already, metadata, seen, report, earlier)
         if source is not None:
             read.append(source)
+    superseded = {s.supersedes for s in read if s.supersedes}
+    if superseded:
+        again = {f"already ingested (run {run})" for run in superseded}
+        redo = {p for p, why in report.skipped if why in again}
+        report.skipped[:] = [(p, why) for p, why in report.skipped if why not in again]
+
+        def not_superseded(sha: str) -> str | None:
+            run = already(sha)
+            return None if run in superseded else run
+        for path, explicit in batch:
+            if str(path) in redo:
+                source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report, None)
+                if source is not None:
+                    read.append(source)
     return group_runs(read)
+
+
+def _read_reporting(path: Path, explicit: bool, format: str | None, already, metadata: dict, seen: set[str],
+                    report: IngestReport, earlier) -> _Source | None:
+    """_read_one, with a bad file's error (or an unforeseen failure) in `report` instead of raised."""
+    try:
+        return _read_one(path, explicit, format, already, metadata, seen, report, earlier)
+    except InputError as exc:
+        report.failed.append(str(exc))
+    except OSError as exc:
+        report.failed.append(f"{path}: cannot be read ({exc.strerror or exc}); check the file and its folder")
+    return None
+
+
+def _settled(batches: list[list[tuple[Path, bool]]], settle_seconds: float,
+             report: IngestReport) -> list[list[tuple[Path, bool]]]:
+    """The batches without files modified in the last `settle_seconds` (reported as skipped)."""
+    import time
+    now = time.time()
+    out = []
+    for batch in batches:
+        kept = []
+        for path, explicit in batch:
+            try:
+                age = now - path.stat().st_mtime
+            except OSError:
+                age = settle_seconds
+            if age < settle_seconds:
+                report.skipped.append((str(path), f"modified {max(age, 0):.0f} s ago (still being written?); "
+                                                  "left for the next ingest"))
+            else:
+                kept.append((path, explicit))
+        if kept:
+            out.append(kept)
+    return out
 
 
 def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
@@ -182,13 +243,37 @@ def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model:
         if not fresh:
             continue
         try:
-            report.runs.append(_commit(run_id, fresh, warehouse, model, tags))
+            report.runs.append(_commit(run_id, fresh, warehouse, model, tags,
+                                       tuple(sorted({m.supersedes for m in members if m.supersedes} - {run_id}))))
         except InputError as exc:
             report.failed.append(str(exc))
+        except KwhError:
+            raise
+        except (MemoryError, OSError, sa_errors()) as exc:
+            # a warehouse-side failure (disk full, catalog gone) is not one file's fault: stop here
+            raise KwhError(f"{warehouse.root}: could not commit run {run_id} ({_one_line(exc)}); nothing of it "
+                           "was committed and runs committed before it are kept") from None
+        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others going in
+            report.failed.append(f"{_files_of(fresh)}: could not be ingested ({_one_line(exc)}); "
+                                 "nothing of it was committed: please report this with the file")
+
+
+def sa_errors() -> type:
+    import sqlalchemy as sa
+    return sa.exc.DatabaseError
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _files_of(members: list[_Source]) -> str:
+    return ", ".join(str(m.result.path) for m in members)
 
 
 def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[[str], str | None],
-              metadata: dict, seen: set[str], report: IngestReport) -> _Source | None:
+              metadata: dict, seen: set[str], report: IngestReport, earlier=None) -> _Source | None:
     """Read one file, or None (with the reason in `report.skipped`) when it is not to be ingested.
     already(sha256) names the run a file with that content went into, if any."""
     if path.is_symlink() and not path.exists():
@@ -208,6 +293,7 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
             raise readers.unrecognised(path)
         report.skipped.append((str(path), "no reader for this kind of file"))
         return None
+    before = _file_state(path)
     sha = sha256_of(path)
     if sha in seen:
         report.skipped.append((str(path), "same content as another file in this ingest"))
@@ -216,9 +302,13 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if run_id is not None:
         report.skipped.append((str(path), f"already ingested (run {run_id})"))
         return None
-    seen.add(sha)
+    supersedes = _partial_copy_of(path, before[0], earlier(str(path.absolute()))) if earlier else None
     folder = path.parent.absolute()
     result = readers.read_with(reader, path)
+    if _file_state(path) != before:
+        raise InputError(path, "changed while it was being read (still being written or copied?); "
+                               "ingest it again once it is complete")
+    seen.add(sha)
     key = (folder, result.tool)
     if key not in metadata:
         try:
@@ -228,7 +318,31 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     meta = metadata[key]
     if isinstance(meta, InputError):
         raise InputError(path, f"its run manifest is unusable: {meta}")
-    return _Source(result, sha, meta, folder)
+    return _Source(result, sha, meta, folder, before[0], supersedes)
+
+
+def _file_state(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def _partial_copy_of(path: Path, size: int, earlier: list[tuple[str, int, str]]) -> str | None:
+    """The run of an earlier file from this path whose bytes this file begins with (that file was
+    a partial copy of this one), or None."""
+    for old_sha, old_size, run_id in earlier:
+        if old_size < size and _prefix_sha256(path, old_size) == old_sha:
+            return run_id
+    return None
+
+
+def _prefix_sha256(path: Path, size: int) -> str:
+    digest = hashlib.sha256()
+    left = size
+    with open(path, "rb") as handle:
+        while left > 0 and (chunk := handle.read(min(HASH_CHUNK, left))):
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
 
 
 def run_key(source: _Source, loose: bool = False) -> str:
@@ -265,13 +379,14 @@ def group_runs(sources: list[_Source]) -> dict[str, list[_Source]]:
 
 
 def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
-            tags: dict[str, str]) -> RunSummary:
+            tags: dict[str, str], supersedes: tuple[str, ...] = ()) -> RunSummary:
     """Build one run's tables from its exports (and what the warehouse already holds of it) and
     commit them atomically."""
     existing = warehouse.read_run(run_id)
     built = build_run(run_id, members, existing, normalize.KernelRules.load(warehouse.rules_dir),
                       model_option, tags)
-    warehouse.commit_run(run_id, built.model, built.gpu, built.tables, built.files)
+    warehouse.commit_run(run_id, built.model, built.gpu, built.tables, built.files, supersedes)
+    built.summary.replaced = list(supersedes)
     return built.summary
 
 
@@ -329,7 +444,7 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     }
     tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
               **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
-    new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format) for m in members]
+    new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format, m.size) for m in members]
     return BuiltRun(model, gpu, tables, new_files,
                     RunSummary(run_id, model, gpu, count, [str(m.result.path) for m in members], new=not existing))
 

@@ -2,27 +2,36 @@
 
 Layout (root defaults to ./warehouse):
     <table>/model=<m>/gpu=<g>/<run_id>-<txn>.parquet   one file per run and table
+    warehouse.json                                    the warehouse's id (its catalog holds the same)
     catalog.sqlite                                    runs, ingested files, committed Parquet files
     warehouse.duckdb                                  views over exactly the committed files
-    _staging/                                         files being written; never read
+    _staging/<session>/                               a writer's files being written; never read
+    _quarantine/                                      what kwh moved aside instead of deleting
 
-A run becomes visible in one step: its Parquet files are written under _staging, renamed into place
+A run becomes visible in one step: its Parquet files are written under the writer's staging folder,
+their final paths are recorded as write intents (committed first), the files are renamed into place
 (still invisible: views list only catalogued files) and then recorded in one catalog transaction.
-warehouse.duckdb is rebuilt beside the old one and renamed over it. Leftovers of a crash (staging
-files, Parquet files the catalog does not list) are removed by the next writer, which says so.
+warehouse.duckdb is rebuilt beside the old one and renamed over it (publish.py).
+
+What kwh deletes, and only that: staging folders and files it recorded as write intents and did not
+commit (left by a crash), and files it retired (replaced by a newer commit or a compaction) once no
+published view names them and RETIRE_GRACE has passed. Nothing else, in or outside the warehouse.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
 import os
 import shutil
+import sys
+import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -32,10 +41,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import normalize, schema, views
+from kwarehouse import catalog, normalize, schema, views
+from kwarehouse.catalog import (CATALOG_VERSION, catalog_files, catalog_info, catalog_parquet,  # noqa: F401
+                                catalog_parquet_runs, catalog_retired, catalog_rollup_files,
+                                catalog_rollup_state, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError
 
-CATALOG_VERSION = 2   # 2: parquet_runs, retired_files, rollup_files, rollup_state
 # The long metrics table is written sorted by metric name, in small row groups, so that a filter on
 # the name skips most of every file by its row-group statistics: a query for a few of the ~830
 # metrics per launch (queries/metric_lookup.sql) reads a few percent of the table, not all of it.
@@ -44,68 +55,24 @@ CLUSTERED_ROW_GROUP_ROWS = 16_384
 # kwh compact streams each partition through chunks of at most this many rows (sorted per chunk for
 # clustered tables), so its memory does not grow with the partition.
 COMPACT_CHUNK_ROWS = 1_000_000
-_meta = sa.MetaData()
-catalog_info = sa.Table("catalog_info", _meta, sa.Column("key", sa.String, primary_key=True),
-                        sa.Column("value", sa.String, nullable=False))
-catalog_runs = sa.Table(
-    "runs", _meta,
-    sa.Column("run_id", sa.String, primary_key=True),
-    sa.Column("model", sa.String, nullable=False),
-    sa.Column("gpu", sa.String, nullable=False),
-    sa.Column("created_at", sa.DateTime, nullable=False),
-    sa.Column("updated_at", sa.DateTime, nullable=False),
-)
-catalog_files = sa.Table(
-    "ingested_files", _meta,
-    sa.Column("sha256", sa.String, primary_key=True),
-    sa.Column("path", sa.String, nullable=False),
-    sa.Column("format", sa.String, nullable=False),
-    sa.Column("run_id", sa.String, sa.ForeignKey("runs.run_id"), nullable=False),
-    sa.Column("ingested_at", sa.DateTime, nullable=False),
-)
-catalog_parquet = sa.Table(
-    "parquet_files", _meta,
-    sa.Column("path", sa.String, primary_key=True),           # relative to the warehouse root
-    sa.Column("table_name", sa.String, nullable=False),
-    sa.Column("run_id", sa.String, sa.ForeignKey("runs.run_id"), nullable=False, index=True),
-)
-
-
-# Which runs a Parquet file holds rows of: one for a file a run wrote, several after kwh compact.
-catalog_parquet_runs = sa.Table(
-    "parquet_runs", _meta,
-    sa.Column("path", sa.String, primary_key=True),
-    sa.Column("run_id", sa.String, primary_key=True, index=True),
-)
-# Files replaced (by a newer commit or a compaction) that readers holding an older view may still
-# read: deleted by a later writer once RETIRE_GRACE has passed.
-catalog_retired = sa.Table(
-    "retired_files", _meta,
-    sa.Column("path", sa.String, primary_key=True),
-    sa.Column("retired_at", sa.DateTime, nullable=False),
-)
-catalog_rollup_files = sa.Table(
-    "rollup_files", _meta,
-    sa.Column("path", sa.String, primary_key=True),
-    sa.Column("table_name", sa.String, nullable=False),
-    sa.Column("day", sa.String, nullable=False),
-)
-catalog_rollup_state = sa.Table(
-    "rollup_state", _meta,
-    sa.Column("name", sa.String, primary_key=True),
-    sa.Column("value", sa.String, nullable=False),
-)
 RETIRE_GRACE = timedelta(minutes=10)
+# A partition folder name ("model=<value>") stays well inside the 255-byte file-name limit: longer
+# values are cut and end in "~<hash>"; the real value is kept in the catalog and the views show it.
+MAX_PARTITION_BYTES = 120
+QUARANTINE = "_quarantine"
+# How often a writer waiting for another's lock looks again.
+LOCK_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
 class StagedRun:
-    """One run's Parquet files written under staging/<txn>/, waiting for Warehouse.commit_staged."""
+    """One run's Parquet files written under a writer's staging folder, waiting for commit_staged."""
     run_id: str
     model: str
     gpu: str
     txn: str
-    files: tuple[tuple[str, str], ...]   # (path relative to the root, table)
+    files: tuple[tuple[str, str], ...]   # (path relative to the staging folder of txn, table)
+    stage_dir: str = ""                  # the staging folder of txn (absolute)
 
 
 @dataclass(frozen=True)
@@ -113,19 +80,41 @@ class IngestedFile:
     sha256: str
     path: str
     format: str
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the catalog says at one instant (read in one statement): the committed files of every
+    table, relative to the root, and the real model/GPU names of folders that abbreviate them."""
+    files: dict[str, list[str]]
+    names: dict[tuple[str, str], str]     # (partition column, folder value) -> real value
+    generation: int
 
 
 def partition_value(value: str) -> str:
-    """A hive directory value: percent-encoded so no name can add a path level or escape the root.
+    """A hive directory value: percent-encoded so no name can add a path level or escape the root,
+    never ending in ".parquet" (it would look like a data file), and at most MAX_PARTITION_BYTES
+    (longer values end in "~" and a hash of the whole value).
 
     >>> partition_value("NVIDIA H100 80GB HBM3")
     'NVIDIA H100 80GB HBM3'
     >>> partition_value("../a/b'c")
     '%2E.%2Fa%2Fb%27c'
+    >>> partition_value("bert.parquet")
+    'bert%2Eparquet'
     """
-    encoded = quote(value, safe=" -_.()+,@")
+    encoded = quote(value, safe=" -_.()+,@", errors="surrogatepass")
     if encoded.startswith("."):
         encoded = "%2E" + encoded[1:]
+    if encoded.lower().endswith(".parquet"):
+        encoded = encoded[:-8] + "%2E" + encoded[-7:]
+    if len(encoded) > MAX_PARTITION_BYTES:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        head = encoded[:MAX_PARTITION_BYTES - 20]
+        cut = head.rfind("%", len(head) - 2)      # never split a %XX escape
+        head = head[:cut] if cut != -1 else head
+        encoded = f"{head}~{digest}"
     return encoded or "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -133,22 +122,34 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def catalog_engine_url(url: str) -> str:
-    """postgresql://... uses the psycopg (3) driver unless the URL names one."""
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
+catalog_engine_url = catalog.engine_url
+
+
+def _database_error(where: str, exc: Exception) -> KwhError:
+    """A catalog that cannot be read or written, as one line that says what to do."""
+    text = str(getattr(exc, "orig", exc)).splitlines()[0] if str(getattr(exc, "orig", exc)) else type(exc).__name__
+    if "full" in text.lower():
+        return KwhError(f"{where}: the disk is full ({text}); nothing was committed by the failed step: "
+                        "free space and run the command again")
+    if isinstance(exc, sa.exc.OperationalError) and ("connect" in text.lower() or "does not exist" in text.lower()):
+        return KwhError(f"cannot reach the catalog {where}: {text}")
+    return KwhError(f"{where}: the catalog cannot be read ({text}); restore it from a backup "
+                    "(kwh check says what it affects)")
 
 
 class Warehouse:
-    def __init__(self, root: Path | str, catalog: str | None = None):
+    def __init__(self, root: Path | str, catalog: str | None = None, wait: float | None = None):
         """root: the warehouse folder. catalog: an SQLAlchemy URL for the catalog (e.g.
-        postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root."""
+        postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root.
+        wait: how long a writer waits for another writer's lock (None: as long as it takes)."""
         self.root = Path(root).absolute()
         self.staging = self.root / "_staging"
         self.duckdb_path = self.root / "warehouse.duckdb"
         self.catalog_url = catalog_engine_url(catalog) if catalog else None
-        self._engine: sa.Engine | None = None
+        self.wait = wait
+        self._engine: sa.Engine | None = None         # verified, created when missing (writers)
+        self._read_engine: sa.Engine | None = None    # verified, never creates anything (readers)
+        self.session_dir: Path | None = None          # this writer's staging folder, inside writer()
 
     # -- catalog ---------------------------------------------------------------------------------
     @property
@@ -158,64 +159,138 @@ class Warehouse:
         return self.root / "normalize"
 
     @property
-    def exists(self) -> bool:
-        if self.catalog_url is None:
-            return (self.root / "catalog.sqlite").exists()
-        if not self.root.exists():
-            return False
+    def catalog_name(self) -> str:
+        return catalog.describe(self.catalog_url, self.root)
+
+    def _make_engine(self, read_only: bool) -> sa.Engine | None:
+        """An engine on the catalog; None for a read-only look at a catalog.sqlite that does not exist."""
+        if self.catalog_url:
+            return sa.create_engine(self.catalog_url, pool_pre_ping=True)
+        path = self.root / "catalog.sqlite"
+        if read_only:
+            if not path.exists():
+                return None
+            # mode=ro: a reader works on a read-only warehouse and never creates the file
+            return sa.create_engine(f"sqlite:///file:{quote(str(path))}?mode=ro&uri=true",
+                                    connect_args={"timeout": 120})
+        # a busy catalog (another writer's transaction) is waited for, not failed on
+        return sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 120})
+
+    def _verify(self, engine: sa.Engine | None, create: bool) -> bool:
+        """Check that the catalog belongs to this folder (see catalog.py); with `create`, make a new
+        warehouse's catalog and identity, or give an older kwh's warehouse its identity. Returns
+        whether a warehouse exists here."""
+        folder_id = catalog.read_folder_id(self.root)
         try:
-            return sa.inspect(self.engine).has_table("catalog_info")
+            has_catalog, catalog_id, run_count = catalog.catalog_state(engine) if engine else (False, None, 0)
         except sa.exc.OperationalError as exc:
-            raise KwhError(f"cannot reach the catalog {self.catalog_url}: {str(exc.orig).splitlines()[0]}") from None
+            raise _database_error(self.catalog_name, exc) from None
+        except sa.exc.DatabaseError as exc:
+            raise _database_error(self.catalog_name, exc) from None
+        where = self.catalog_name
+        if folder_id and catalog_id and folder_id != catalog_id:
+            raise KwhError(f"{self.root}: its catalog {where} belongs to another warehouse (id {catalog_id}, "
+                           f"this folder is {folder_id}); pass the right --catalog (or KWH_CATALOG) or --warehouse")
+        if folder_id and not catalog_id:
+            state = "empty" if engine is not None and (has_catalog or self.catalog_url) else "missing"
+            if has_catalog and run_count:
+                state = "not this warehouse's (it has no warehouse id)"
+            raise KwhError(f"{self.root} is a kwh warehouse (id {folder_id}) but its catalog {where} is {state}; "
+                           "restore the catalog (or pass the right --catalog / set KWH_CATALOG). kwh will not "
+                           "read or write the warehouse without it")
+        if catalog_id and not folder_id:
+            raise KwhError(f"the catalog {where} belongs to warehouse {catalog_id}, but {self.root} has no "
+                           f"{catalog.IDENTITY_FILE}; pass the warehouse folder of that catalog (--warehouse), "
+                           f"or restore {catalog.IDENTITY_FILE} from a backup")
+        if not has_catalog and catalog.folder_has_data(self.root):
+            raise KwhError(f"{self.root} holds warehouse files but its catalog {where} is missing or empty; "
+                           "restore the catalog (or pass the right --catalog / set KWH_CATALOG). kwh will not "
+                           "read or write the warehouse without it")
+        if not create:
+            return has_catalog
+        with self._lock(".kwh.catalog.lock", "catalog creation"):
+            # Two processes may open a new warehouse at once: create, upgrade and name the catalog
+            # under a lock of its own (not the writer lock, which the same process may hold later).
+            try:
+                catalog.create_or_upgrade(engine, self.root)
+                has_catalog, catalog_id, _ = catalog.catalog_state(engine)
+                folder_id = catalog.read_folder_id(self.root)
+                if catalog_id is None:
+                    catalog_id = folder_id or uuid.uuid4().hex
+                    with engine.begin() as con:
+                        catalog.set_warehouse_id(con, catalog_id)
+                if folder_id is None:
+                    catalog.write_folder_id(self.root, catalog_id)
+            except sa.exc.DatabaseError as exc:
+                raise _database_error(where, exc) from None
+        return True
+
+    @property
+    def exists(self) -> bool:
+        """Whether a warehouse is here (raises when its catalog is missing, empty or another's)."""
+        if self._engine is not None or self._read_engine is not None:
+            return True
+        engine = self._make_engine(read_only=True)
+        if engine is not None and not self.catalog_url and not self.root.exists():
+            return False
+        if self._verify(engine, create=False):
+            self._read_engine = engine
+            return True
+        if engine is not None:
+            engine.dispose()
+        return False
 
     @property
     def engine(self) -> sa.Engine:
+        """The catalog for writing: created (with the warehouse's identity) when there is none."""
         if self._engine is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            if self.catalog_url:
-                engine = sa.create_engine(self.catalog_url, pool_pre_ping=True)
-            else:
-                # a busy catalog (another writer's transaction) is waited for, not failed on
-                engine = sa.create_engine(f"sqlite:///{self.root / 'catalog.sqlite'}", connect_args={"timeout": 120})
-            # Two processes may open a new warehouse at once: create and upgrade the catalog under a
-            # lock of its own (not the writer lock, which the same process may hold later).
-            with open(self.root / ".kwh.catalog.lock", "a+") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                try:
-                    self._create_catalog(engine)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+            engine = self._make_engine(read_only=False)
+            self._verify(engine, create=True)
             self._engine = engine
         return self._engine
 
-    def _create_catalog(self, engine: sa.Engine) -> None:
-        """Create the catalog tables, or upgrade an older catalog (versioned migrations)."""
-        _meta.create_all(engine)
-        with engine.begin() as con:
-            version = con.execute(sa.select(catalog_info.c.value)
-                                  .where(catalog_info.c.key == "version")).scalar()
-            if version is None:
-                con.execute(catalog_info.insert().values(key="version", value=str(CATALOG_VERSION)))
-            elif int(version) > CATALOG_VERSION:
-                raise KwhError(f"{self.root}: catalog version {version} is newer than this kwh "
-                               f"understands ({CATALOG_VERSION}); upgrade kwarehouse")
-            elif int(version) < 2:
-                # version 1 kept one run per file in parquet_files.run_id
-                con.execute(catalog_parquet_runs.insert().from_select(
-                    ["path", "run_id"], sa.select(catalog_parquet.c.path, catalog_parquet.c.run_id)))
-                con.execute(catalog_info.update().where(catalog_info.c.key == "version")
-                            .values(value=str(CATALOG_VERSION)))
+    @property
+    def reader(self) -> sa.Engine:
+        """The catalog for reading: the writer's engine when open, else a read-only one."""
+        if self._engine is not None:
+            return self._engine
+        if not self.exists:
+            raise KwhError(f"{self.root}: no warehouse here yet; run kwh ingest first "
+                           "(or pass --warehouse / set KWH_WAREHOUSE)")
+        return self._read_engine
+
+    @contextlib.contextmanager
+    def _read(self):
+        """A catalog connection for reading, with database errors as one line."""
+        try:
+            with self.reader.connect() as con:
+                yield con
+        except sa.exc.DatabaseError as exc:
+            raise _database_error(self.catalog_name, exc) from None
 
     def ingested_run(self, sha256: str) -> str | None:
         """The run a file with this content went into, or None."""
-        with self.engine.connect() as con:
+        with self._read() as con:
             return con.execute(sa.select(catalog_files.c.run_id)
                                .where(catalog_files.c.sha256 == sha256)).scalar()
 
     def ingested_files(self) -> dict[str, str]:
         """sha256 -> run id of every file ingested so far."""
-        with self.engine.connect() as con:
+        with self._read() as con:
             return dict(con.execute(sa.select(catalog_files.c.sha256, catalog_files.c.run_id)).all())
+
+    def ingested_paths(self) -> set[str]:
+        """Every path a file was ingested from."""
+        with self._read() as con:
+            return set(con.execute(sa.select(catalog_files.c.path).distinct()).scalars())
+
+    def ingested_at_path(self, path: str) -> list[tuple[str, int, str]]:
+        """(sha256, size, run id) of the files ingested from `path` whose size is known."""
+        with self._read() as con:
+            return [tuple(r) for r in con.execute(
+                sa.select(catalog_files.c.sha256, catalog_files.c.size, catalog_files.c.run_id)
+                .where(catalog_files.c.path == path, catalog_files.c.size.is_not(None)))]
 
     def committed_files(self, table: str, run_id: str | None = None) -> list[Path]:
         if table in schema.ROLLUP_TABLES:
@@ -227,28 +302,106 @@ class Warehouse:
                 query = query.where(catalog_parquet.c.path.in_(
                     sa.select(catalog_parquet_runs.c.path).where(catalog_parquet_runs.c.run_id == run_id)))
             query = query.order_by(catalog_parquet.c.path)
-        with self.engine.connect() as con:
+        with self._read() as con:
             return [self.root / p for p in con.execute(query).scalars()]
+
+    def snapshot(self) -> Snapshot:
+        """Every table's committed files and the real partition names, read in one statement so a
+        reader never sees a run's rows in one table without the others."""
+        with self._read() as con:
+            result = list(con.execute(catalog.SNAPSHOT_QUERY))
+        files: dict[str, list[str]] = {name: [] for name in schema.tables()}
+        names: dict[tuple[str, str], str] = {}
+        generation = 0
+        for path, table, model, gpu, gen in result:
+            if path is None:
+                generation = int(gen or 0)
+                continue
+            if table not in files:
+                continue
+            files[table].append(path)
+            parts = Path(path).parts
+            for part, real in zip(parts[1:3], (model, gpu)):
+                key, _, value = part.partition("=")
+                if real is not None and key in ("model", "gpu") and unquote(value) != real:
+                    names[(key, value)] = real
+        for paths in files.values():
+            paths.sort()
+        return Snapshot(files, names, generation)
 
     # -- writing ---------------------------------------------------------------------------------
     @contextlib.contextmanager
+    def _lock(self, name: str, purpose: str):
+        """Hold the lock file `name`; a wait says who holds it and honours self.wait."""
+        path = self.root / name
+        try:
+            handle = open(path, "a+")
+        except OSError as exc:
+            raise KwhError(f"{self.root}: cannot take the {purpose} lock ({exc.strerror}); "
+                           "is the warehouse read-only? Reading commands still work") from None
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another kwh process"
+                limit = "" if self.wait is None else f" (at most {self.wait:g} s: --wait)"
+                print(f"kwh: waiting for the {purpose} lock of {self.root}, held by {holder}{limit}",
+                      file=sys.stderr, flush=True)
+                deadline = None if self.wait is None else time.monotonic() + self.wait
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise KwhError(f"{self.root}: gave up after {self.wait:g} s waiting for the {purpose} "
+                                           f"lock, held by {holder}; try again later or raise --wait") from None
+                        time.sleep(LOCK_POLL_SECONDS)
+            try:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"pid {os.getpid()} ({' '.join(sys.argv[:2]) or 'python'}) since "
+                             f"{datetime.now().isoformat(timespec='seconds')}\n")
+                handle.flush()
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
     def writer(self):
-        """Hold the warehouse's write lock: one writer at a time; repair leftovers first.
+        """Hold the warehouse's write lock: one writer at a time; repair a crashed writer's leftovers
+        first, and publish warehouse.duckdb last (also when the work failed).
 
         Yields the list of repairs made (one line each) so the caller can report them."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".kwh.lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with self._lock(".kwh.lock", "writer"):
+            engine = self.engine
+            repairs = self.repair()
+            session = f"_staging/{uuid.uuid4().hex[:12]}"
+            with engine.begin() as con:
+                con.execute(write_intents.insert().values(path=session, kind="staging", created_at=catalog.now()))
+            self.session_dir = self.root / session
             try:
-                repairs = self.repair()
                 yield repairs
-                self.refresh_duckdb()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.publish_if_stale()
+                raise
+            else:
+                self.publish_if_stale()
             finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                shutil.rmtree(self.session_dir, ignore_errors=True)
+                self.session_dir = None
+                with contextlib.suppress(Exception), engine.begin() as con:
+                    con.execute(write_intents.delete().where(write_intents.c.path == session))
 
     def read_run(self, run_id: str) -> dict[str, pa.Table]:
         """The committed rows of one run, per table, partition columns included."""
         out = {}
+        with self._read() as con:
+            names = con.execute(sa.select(catalog_runs.c.model, catalog_runs.c.gpu)
+                                .where(catalog_runs.c.run_id == run_id)).first()
         for name, spec in schema.tables().items():
             if name in schema.ROLLUP_TABLES:
                 continue
@@ -257,31 +410,35 @@ class Warehouse:
                 # a compacted file holds the rows of several runs: read only this run's
                 out[name] = pa.concat_tables(
                     [_with_columns_of(_with_partitions(pq.read_table(f, filters=[("run_id", "=", run_id)]),
-                                                       f.relative_to(self.root)), spec.arrow)
+                                                       f.relative_to(self.root),
+                                                       dict(zip(("model", "gpu"), names or ()))), spec.arrow)
                      for f in files])
         return out
 
     def runs(self) -> list[tuple[str, str, str]]:
         """(run_id, model, gpu) of every committed run, oldest first."""
-        with self.engine.connect() as con:
+        if not self.exists:
+            return []
+        with self._read() as con:
             return [tuple(row) for row in con.execute(
                 sa.select(catalog_runs.c.run_id, catalog_runs.c.model, catalog_runs.c.gpu)
                 .order_by(catalog_runs.c.created_at, catalog_runs.c.run_id))]
 
     def commit_run(self, run_id: str, model: str, gpu: str, tables: dict[str, pa.Table],
-                   files: list[IngestedFile]) -> None:
+                   files: list[IngestedFile], supersedes: tuple[str, ...] = ()) -> None:
         """Replace run `run_id` by `tables` and record `files` as ingested, all or nothing.
 
         Call inside writer()."""
-        self.commit_staged(self.stage_run(run_id, model, gpu, tables), files)
+        self.commit_staged(self.stage_run(run_id, model, gpu, tables), files, supersedes)
 
     def stage_run(self, run_id: str, model: str, gpu: str, tables: dict[str, pa.Table]) -> StagedRun:
-        """Write one run's Parquet files into the staging area, where no reader sees them.
+        """Write one run's Parquet files into the writer's staging folder, where no reader sees them.
 
-        Safe outside writer() only while this process's ingest holds the writer lock (a new writer
-        clears the staging area): ingest fan-out workers stage, the driver commits."""
+        Inside writer(), or in an ingest fan-out worker whose session_dir the driver's writer gave."""
+        if self.session_dir is None:
+            raise KwhError("internal: stage_run outside a writer session")
         txn = uuid.uuid4().hex[:12]
-        stage = self.staging / txn
+        stage = self.session_dir / txn
         staged = []
         for name, table in tables.items():
             table = schema.conform(name, table)
@@ -289,54 +446,84 @@ class Warehouse:
                         / f"{run_id}-{txn}.parquet")
             relative = self._stage(stage, relative, name, table)
             staged.append((relative.as_posix(), name))
-        return StagedRun(run_id, model, gpu, txn, tuple(staged))
+        return StagedRun(run_id, model, gpu, txn, tuple(staged), str(stage))
 
     def discard_staged(self, staged: StagedRun) -> None:
-        shutil.rmtree(self.staging / staged.txn, ignore_errors=True)
+        shutil.rmtree(staged.stage_dir, ignore_errors=True)
 
-    def commit_staged(self, staged: StagedRun, files: list[IngestedFile]) -> None:
+    def commit_staged(self, staged: StagedRun, files: list[IngestedFile], supersedes: tuple[str, ...] = ()) -> None:
         """Make a staged run the committed rows of its run id and record `files`, all or nothing.
+        supersedes: runs this one replaces (partial versions of the same export): they are removed
+        in the same transaction.
 
         Call inside writer()."""
-        run_id, model, gpu, txn = staged.run_id, staged.model, staged.gpu, staged.txn
-        stage = self.staging / txn
+        self.commit_many([(staged, files)], supersedes)
+
+    def commit_many(self, batch: list[tuple[StagedRun, list[IngestedFile]]], supersedes: tuple[str, ...] = ()) -> None:
+        """commit_staged for several runs in one catalog transaction: a file shared by several of
+        them (after kwh compact) is rewritten once, not once per run."""
+        replaced = {staged.run_id for staged, _ in batch} | set(supersedes)
         moves: list[tuple[Path, Path, str, tuple[str, ...]]] = [   # staged, relative, table, runs
-            (stage / relative, Path(relative), name, (run_id,)) for relative, name in staged.files]
-        # Files this run shares with other runs (after kwh compact) are rewritten without its rows.
+            (Path(staged.stage_dir) / relative, Path(relative), name, (staged.run_id,))
+            for staged, _ in batch for relative, name in staged.files]
+        txn = uuid.uuid4().hex[:12]
+        stage = (self.session_dir or self.staging) / txn
+        # Files these runs share with other runs (after kwh compact) are rewritten without their rows.
         retired: list[str] = []
-        with self.engine.connect() as con:
+        with self._read() as con:
             old_paths = list(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name).where(
                 catalog_parquet.c.path.in_(sa.select(catalog_parquet_runs.c.path)
-                                           .where(catalog_parquet_runs.c.run_id == run_id)))))
+                                           .where(catalog_parquet_runs.c.run_id.in_(replaced))))))
             for path, name in old_paths:
-                others = [r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
-                    catalog_parquet_runs.c.path == path)).scalars() if r != run_id]
+                others = {r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
+                    catalog_parquet_runs.c.path == path)).scalars()} - replaced
                 retired.append(path)
                 if others:
                     spec = schema.tables()[name]
-                    kept = (chunk.filter(pc.not_equal(chunk["run_id"], run_id))
+                    dropped = pa.array(sorted(replaced), pa.string())
+                    kept = (chunk.filter(pc.invert(pc.is_in(chunk["run_id"], value_set=dropped)))
                             for chunk in _chunks([self.root / path], spec.file_schema))
                     relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
                     relative = self._stage_chunks(stage, relative, name, kept)
                     moves.append((stage / relative, relative, name, tuple(sorted(others))))
-        for source, relative, _, _ in moves:
-            (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(source, self.root / relative)
-        now = datetime.now(UTC).replace(tzinfo=None)
+        self._place(moves)
+        now = catalog.now()
         with self.engine.begin() as con:
-            existing = con.execute(sa.select(catalog_runs.c.created_at)
-                                   .where(catalog_runs.c.run_id == run_id)).scalar()
-            if existing is None:
-                con.execute(catalog_runs.insert().values(run_id=run_id, model=model, gpu=gpu,
-                                                         created_at=now, updated_at=now))
-            else:
-                con.execute(catalog_runs.update().where(catalog_runs.c.run_id == run_id)
-                            .values(model=model, gpu=gpu, updated_at=now))
+            for staged, files in batch:
+                run_id = staged.run_id
+                existing = con.execute(sa.select(catalog_runs.c.created_at)
+                                       .where(catalog_runs.c.run_id == run_id)).scalar()
+                if existing is None:
+                    con.execute(catalog_runs.insert().values(run_id=run_id, model=staged.model, gpu=staged.gpu,
+                                                             created_at=now, updated_at=now))
+                else:
+                    con.execute(catalog_runs.update().where(catalog_runs.c.run_id == run_id)
+                                .values(model=staged.model, gpu=staged.gpu, updated_at=now))
             self._swap_files(con, retired, moves, now)
-            for f in files:
-                con.execute(catalog_files.insert().values(sha256=f.sha256, path=f.path, format=f.format,
-                                                          run_id=run_id, ingested_at=now))
+            gone = sorted(set(supersedes) - {staged.run_id for staged, _ in batch})
+            if gone:
+                con.execute(catalog_files.delete().where(catalog_files.c.run_id.in_(gone)))
+                con.execute(catalog_runs.delete().where(catalog_runs.c.run_id.in_(gone)))
+            for staged, files in batch:
+                for f in files:
+                    con.execute(catalog_files.insert().values(sha256=f.sha256, path=f.path, format=f.format,
+                                                              run_id=staged.run_id, ingested_at=now, size=f.size))
+            catalog.bump_generation(con)
+        for staged, _ in batch:
+            self.discard_staged(staged)
         shutil.rmtree(stage, ignore_errors=True)
+
+    def _place(self, moves) -> None:
+        """Record the destinations as write intents (committed first), then rename the staged files
+        into their table folders: a crash in between leaves only files the intents name."""
+        if not moves:
+            return
+        with self.engine.begin() as con:
+            con.execute(write_intents.insert(), [{"path": relative.as_posix(), "kind": "file",
+                                                  "created_at": catalog.now()} for _, relative, _, _ in moves])
+        for staged, relative, _, _ in moves:
+            (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, self.root / relative)
 
     def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table) -> Path:
         """Write `table` under `stage`; returns the file's path relative to the root, which is
@@ -364,6 +551,9 @@ class Warehouse:
         for _, relative, name, runs in moves:
             con.execute(catalog_parquet.insert().values(path=relative.as_posix(), table_name=name, run_id=runs[0]))
             con.execute(catalog_parquet_runs.insert(), [{"path": relative.as_posix(), "run_id": r} for r in runs])
+        if moves:
+            con.execute(write_intents.delete().where(
+                write_intents.c.path.in_([relative.as_posix() for _, relative, _, _ in moves])))
 
     def compact(self) -> list[str]:
         """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
@@ -373,8 +563,8 @@ class Warehouse:
         finds them retired for longer than RETIRE_GRACE."""
         merged = []
         txn = uuid.uuid4().hex[:12]
-        stage = self.staging / txn
-        with self.engine.connect() as con:
+        stage = self.session_dir / txn
+        with self._read() as con:
             listing = list(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name)))
             runs_of = {}
             for path, run_id in con.execute(sa.select(catalog_parquet_runs.c.path, catalog_parquet_runs.c.run_id)):
@@ -395,10 +585,10 @@ class Warehouse:
             merged.append(f"{folder}: {len(paths)} files into 1")
         if not moves:
             return merged
-        for staged, relative, _, _ in moves:
-            os.replace(staged, self.root / relative)
+        self._place(moves)
         with self.engine.begin() as con:
-            self._swap_files(con, retired, moves, datetime.now(UTC).replace(tzinfo=None))
+            self._swap_files(con, retired, moves, catalog.now())
+            catalog.bump_generation(con)
         shutil.rmtree(stage, ignore_errors=True)
         return merged
 
@@ -408,17 +598,15 @@ class Warehouse:
 
         Call inside writer(). drop_days: days whose rollup rows no longer exist, per table."""
         txn = uuid.uuid4().hex[:12]
-        stage = self.staging / txn
+        stage = self.session_dir / txn
         moves = []
         for (name, day), table in sorted(tables.items()):
             relative = Path(name) / f"day={day}" / f"{txn}.parquet"
             relative = self._stage(stage, relative, name, schema.conform(name, table))
-            moves.append((relative, name, day))
-        for relative, _, _ in moves:
-            (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / relative, self.root / relative)
-        now = datetime.now(UTC).replace(tzinfo=None)
-        replaced = [(name, day) for _, name, day in moves] + [
+            moves.append((stage / relative, relative, name, day))
+        self._place(moves)
+        now = catalog.now()
+        replaced = [(name, day) for _, _, name, day in moves] + [
             (name, day) for name, days in (drop_days or {}).items() for day in days]
         with self.engine.begin() as con:
             for name, day in replaced:
@@ -427,19 +615,30 @@ class Warehouse:
                 con.execute(catalog_rollup_files.delete().where(condition))
                 if old:
                     con.execute(catalog_retired.insert(), [{"path": p, "retired_at": now} for p in old])
-            for relative, name, day in moves:
+            for _, relative, name, day in moves:
                 con.execute(catalog_rollup_files.insert().values(path=relative.as_posix(), table_name=name, day=day))
+            if moves:
+                con.execute(write_intents.delete().where(
+                    write_intents.c.path.in_([relative.as_posix() for _, relative, _, _ in moves])))
             for key, value in state.items():
                 con.execute(catalog_rollup_state.delete().where(catalog_rollup_state.c.name == key))
                 con.execute(catalog_rollup_state.insert().values(name=key, value=value))
+            catalog.bump_generation(con)
         shutil.rmtree(stage, ignore_errors=True)
 
+    def remove_runs(self, run_ids: list[str]) -> None:
+        """Take runs out of the warehouse in one transaction: their files are retired (files they
+        share with other runs are rewritten without them) and their source files forgotten, so
+        ingesting those again brings the runs back. Call inside writer()."""
+        if run_ids:
+            self.commit_many([], tuple(run_ids))
+
     def rollup_state(self) -> dict[str, str]:
-        with self.engine.connect() as con:
+        with self._read() as con:
             return dict(con.execute(sa.select(catalog_rollup_state.c.name, catalog_rollup_state.c.value)).all())
 
     def rollup_days(self) -> dict[str, list[str]]:
-        with self.engine.connect() as con:
+        with self._read() as con:
             out: dict[str, list[str]] = {}
             for name, day in con.execute(sa.select(catalog_rollup_files.c.table_name, catalog_rollup_files.c.day)):
                 out.setdefault(name, []).append(day)
@@ -447,51 +646,67 @@ class Warehouse:
 
     def run_updates(self) -> list[tuple[str, datetime]]:
         """(run_id, updated_at) of every run: what kwh rollup compares with its watermark."""
-        with self.engine.connect() as con:
+        with self._read() as con:
             return list(con.execute(sa.select(catalog_runs.c.run_id, catalog_runs.c.updated_at)).all())
 
     def has_leftovers(self) -> bool:
-        """Whether an interrupted writer left staged files (repair() removes them)."""
-        return self.staging.exists() and any(p.is_file() for p in self.staging.rglob("*"))
+        """Whether an interrupted writer left work to undo (repair() does), or warehouse.duckdb is
+        stale: what even an ingest with nothing new must fix."""
+        if not self.exists:
+            return False
+        with self._read() as con:
+            if con.execute(sa.select(sa.func.count()).select_from(write_intents)).scalar():
+                return True
+        from kwarehouse import publish
+        return publish.is_stale(self)
 
     def repair(self) -> list[str]:
-        """Remove what an interrupted writer left (staging files, Parquet files the catalog does not
-        list) and retired files older than RETIRE_GRACE."""
+        """Undo what an interrupted writer left (its staging folder, files it meant to commit) and
+        delete retired files older than RETIRE_GRACE that no published view names. Call under the
+        writer lock: every intent then belongs to a dead writer."""
+        from kwarehouse import publish
         repairs = []
-        if self.staging.exists():
-            leftovers = [p for p in self.staging.rglob("*") if p.is_file()]
-            if leftovers:
-                repairs.append(f"removed {len(leftovers)} staged file(s) of an interrupted ingest")
-            shutil.rmtree(self.staging, ignore_errors=True)
-        now = datetime.now(UTC).replace(tzinfo=None)
-        with self.engine.connect() as con:
+        with self._read() as con:
+            intents = list(con.execute(sa.select(write_intents.c.path, write_intents.c.kind)))
             known = set(con.execute(sa.select(catalog_parquet.c.path)).scalars())
             known |= set(con.execute(sa.select(catalog_rollup_files.c.path)).scalars())
             retired = dict(con.execute(sa.select(catalog_retired.c.path, catalog_retired.c.retired_at)).all())
+        staged_files = 0
+        for path, kind in intents:
+            target = self.root / path
+            if kind == "staging" and target.is_dir() and not target.is_symlink():
+                staged_files += sum(1 for p in target.rglob("*") if p.is_file())
+                shutil.rmtree(target, ignore_errors=True)
+            elif kind == "file" and path not in known and (target.is_file() and not target.is_symlink()):
+                target.unlink()
+                repairs.append(f"removed {path}: written by an interrupted ingest and never committed")
+        if staged_files:
+            repairs.append(f"removed {staged_files} staged file(s) of an interrupted ingest")
+        if intents:
+            with self.engine.begin() as con:
+                con.execute(write_intents.delete().where(write_intents.c.path.in_([p for p, _ in intents])))
+        now = catalog.now()
         expired = [p for p, at in retired.items() if now - at > RETIRE_GRACE]
         if expired:
+            # warehouse.duckdb may still name them (its last rebuild failed): rebuild it first
+            publish.publish_if_stale(self)
             with self.engine.begin() as con:
                 con.execute(catalog_retired.delete().where(catalog_retired.c.path.in_(expired)))
             for path in expired:
-                (self.root / path).unlink(missing_ok=True)
-        for name in schema.tables():
-            table_dir = self.root / name
-            if not table_dir.exists():
-                continue
-            for path in table_dir.rglob("*.parquet"):
-                relative = path.relative_to(self.root).as_posix()
-                if relative not in known and relative not in retired:
-                    path.unlink()
-                    repairs.append(f"removed {path.relative_to(self.root)}: written by an interrupted "
-                                   "ingest and never committed")
+                target = self.root / path
+                if not target.is_symlink():
+                    target.unlink(missing_ok=True)
         return repairs
 
     # -- reading ---------------------------------------------------------------------------------
-    def view_sql(self) -> list[str]:
-        """CREATE VIEW statements exposing every table over exactly the committed Parquet files."""
+    def view_sql(self, snapshot: Snapshot | None = None) -> list[str]:
+        """CREATE VIEW statements exposing every table over exactly the committed Parquet files of
+        one catalog snapshot. Files that went missing are left out (kwh check reports them)."""
+        snapshot = snapshot or self.snapshot()
         statements = []
         for name, spec in schema.tables().items():
-            files = self.committed_files(name)
+            files = [self.root / p for p in snapshot.files.get(name, [])]
+            files = [f for f in files if f.exists()]
             columns = ", ".join(f'"{c}"' for c, _ in spec.sql_types)
             typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
             if not files:
@@ -499,8 +714,18 @@ class Warehouse:
                 continue
             hive_types = ", ".join(f"'{c}': {dict(spec.sql_types)[c]}" for c in spec.partition_columns)
             mark = f".{current_schema_mark(name)}.parquet"
-            current = [f for f in files if f.name.endswith(mark)]
-            older = [f for f in files if not f.name.endswith(mark)]
+            # Files in folders whose names abbreviate the model or GPU (long or odd names) get the
+            # real names from the catalog, one read per such folder.
+            renamed: dict[Path, dict[str, str]] = {}
+            plain = []
+            for f in files:
+                real = _real_names(f.relative_to(self.root), snapshot.names)
+                if real:
+                    renamed.setdefault(f.parent, real)
+                else:
+                    plain.append(f)
+            current = [f for f in plain if f.name.endswith(mark)]
+            older = [f for f in plain if not f.name.endswith(mark)]
             # Files with today's columns are read as one schema: DuckDB then opens only the first
             # file's footer to bind the view. Older files (written before a column was added; kwh
             # renormalize rewrites them) need union_by_name, which reads every footer, on every bind.
@@ -508,6 +733,12 @@ class Warehouse:
                        f"hive_partitioning = true, union_by_name = {str(by_name).lower()}, "
                        f"hive_types = {{{hive_types}}})"
                        for group, by_name in ((current, False), (older, True)) if group]
+            for folder, real in sorted(renamed.items()):
+                group = [f for f in files if f.parent == folder]
+                replace = ", ".join(f'{sql_string(v)} AS "{k}"' for k, v in sorted(real.items()))
+                sources.append(f"SELECT * REPLACE ({replace}) FROM read_parquet("
+                               f"[{', '.join(sql_string(str(f)) for f in group)}], hive_partitioning = true, "
+                               f"union_by_name = true, hive_types = {{{hive_types}}})")
             # The empty typed row set first, so old files' missing columns read as NULL of their type.
             statements.append(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {columns} FROM '
                               f'(SELECT {typed} WHERE false UNION ALL BY NAME '
@@ -523,22 +754,24 @@ class Warehouse:
         views.create_all(con, self.root)
         return con
 
+    def publish_if_stale(self) -> bool:
+        from kwarehouse import publish
+        return publish.publish_if_stale(self)
+
     def refresh_duckdb(self) -> None:
-        """Rebuild warehouse.duckdb next to the old one and swap it in, so readers never see it half made."""
-        self.staging.mkdir(parents=True, exist_ok=True)
-        fresh = self.staging / f"warehouse-{uuid.uuid4().hex[:8]}.duckdb"
-        con = duckdb.connect(str(fresh))
-        try:
-            for statement in self.view_sql():
-                con.execute(statement)
-            _add_reference_tables(con)
-            views.create_all(con, self.root)
-        except BaseException:
-            con.close()
-            fresh.unlink(missing_ok=True)
-            raise
-        con.close()
-        os.replace(fresh, self.duckdb_path)
+        """Rebuild warehouse.duckdb now (see publish.py)."""
+        from kwarehouse import publish
+        publish.publish(self)
+
+
+def _real_names(relative: Path, names: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The real model/GPU of a file whose folder abbreviates them ({} for ordinary folders)."""
+    out = {}
+    for part in relative.parts[1:-1]:
+        key, sep, value = part.partition("=")
+        if sep and (key, value) in names:
+            out[key] = names[(key, value)]
+    return out
 
 
 def _add_reference_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -589,15 +822,16 @@ def _same_columns(one: pa.Schema, other: pa.Schema) -> bool:
     return one.names == other.names and all(a.type == b.type for a, b in zip(one, other))
 
 
-def _with_partitions(table: pa.Table, relative: Path) -> pa.Table:
-    """Add the hive partition columns a Parquet file's directory names (relative to the root) carry."""
+def _with_partitions(table: pa.Table, relative: Path, real: dict[str, str] | None = None) -> pa.Table:
+    """Add the hive partition columns a Parquet file's directory names (relative to the root) carry;
+    `real` gives the real values of those a folder name abbreviates."""
     spec = schema.tables()[relative.parts[0]]
     for part in relative.parent.parts:
         if "=" in part:
             key, value = part.split("=", 1)
             if key in spec.partition_columns:
                 field = spec.arrow.field(key)
-                column = pa.array([unquote(value)] * table.num_rows, pa.string())
+                column = pa.array([(real or {}).get(key, unquote(value))] * table.num_rows, pa.string())
                 table = table.append_column(key, column.cast(field.type) if field.type != pa.string() else column)
     return table
 

@@ -1,0 +1,218 @@
+"""The catalog: which runs, source files and Parquet files the warehouse holds (SQLAlchemy, so SQLite
+or PostgreSQL), and the identity that ties a catalog to its warehouse folder.
+
+Why an identity: the catalog is the only proof of which Parquet files kwh committed. A missing, empty
+or foreign catalog (a moved catalog.sqlite, a misspelt --catalog database, a cron job that forgot
+KWH_CATALOG) must never look like a new warehouse: a writer would then treat every committed file as
+garbage. So a warehouse folder carries warehouse.json with a random id, its catalog carries the same
+id, and kwh refuses to read or write when they disagree or one is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from kwarehouse import schema
+from kwarehouse.errors import KwhError
+
+# 2: parquet_runs, retired_files, rollup_files, rollup_state
+# 3: warehouse_id and generation in catalog_info, ingested_files.size, write_intents
+CATALOG_VERSION = 3
+IDENTITY_FILE = "warehouse.json"
+
+_meta = sa.MetaData()
+catalog_info = sa.Table("catalog_info", _meta, sa.Column("key", sa.String, primary_key=True),
+                        sa.Column("value", sa.String, nullable=False))
+catalog_runs = sa.Table(
+    "runs", _meta,
+    sa.Column("run_id", sa.String, primary_key=True),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("gpu", sa.String, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+catalog_files = sa.Table(
+    "ingested_files", _meta,
+    sa.Column("sha256", sa.String, primary_key=True),
+    sa.Column("path", sa.String, nullable=False),
+    sa.Column("format", sa.String, nullable=False),
+    sa.Column("run_id", sa.String, sa.ForeignKey("runs.run_id"), nullable=False),
+    sa.Column("ingested_at", sa.DateTime, nullable=False),
+    # bytes read: a later, longer file at the same path whose first `size` bytes hash to sha256
+    # is the complete version of a file that was ingested while still being copied
+    sa.Column("size", sa.BigInteger, nullable=True),
+)
+catalog_parquet = sa.Table(
+    "parquet_files", _meta,
+    sa.Column("path", sa.String, primary_key=True),           # relative to the warehouse root
+    sa.Column("table_name", sa.String, nullable=False),
+    sa.Column("run_id", sa.String, sa.ForeignKey("runs.run_id"), nullable=False, index=True),
+)
+# Which runs a Parquet file holds rows of: one for a file a run wrote, several after kwh compact.
+catalog_parquet_runs = sa.Table(
+    "parquet_runs", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("run_id", sa.String, primary_key=True, index=True),
+)
+# Files replaced (by a newer commit or a compaction) that readers holding an older view may still
+# read: deleted by a later writer once RETIRE_GRACE has passed.
+catalog_retired = sa.Table(
+    "retired_files", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("retired_at", sa.DateTime, nullable=False),
+)
+catalog_rollup_files = sa.Table(
+    "rollup_files", _meta,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("table_name", sa.String, nullable=False),
+    sa.Column("day", sa.String, nullable=False),
+)
+catalog_rollup_state = sa.Table(
+    "rollup_state", _meta,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("value", sa.String, nullable=False),
+)
+# What a writer is about to create, recorded (and committed) before the first byte is written: the
+# only files kwh ever deletes as "never committed" are the ones listed here. kind "staging": a
+# writer's private folder under _staging/; kind "file": a Parquet file being moved into a table folder.
+write_intents = sa.Table(
+    "write_intents", _meta,
+    sa.Column("path", sa.String, primary_key=True),           # relative to the warehouse root
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+
+def engine_url(url: str) -> str:
+    """postgresql://... uses the psycopg (3) driver unless the URL names one."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def describe(url: str | None, root: Path) -> str:
+    """How a catalog is named in messages (no password)."""
+    if url is None:
+        return str(root / "catalog.sqlite")
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def read_folder_id(root: Path) -> str | None:
+    """The id in <root>/warehouse.json, or None when there is none."""
+    path = root / IDENTITY_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KwhError(f"{path}: cannot read the warehouse identity ({exc}); restore it from a backup") from None
+    try:
+        value = json.loads(text)["warehouse_id"]
+        if not isinstance(value, str) or not value:
+            raise ValueError
+        return value
+    except (ValueError, KeyError, TypeError):
+        raise KwhError(f"{path}: not a kwh warehouse identity (expected {{\"warehouse_id\": ...}}); "
+                       "restore it from a backup") from None
+
+
+def write_folder_id(root: Path, warehouse_id: str) -> None:
+    """Write warehouse.json atomically (a reader never sees half of it)."""
+    path = root / IDENTITY_FILE
+    partial = root / f".{IDENTITY_FILE}.{uuid.uuid4().hex[:8]}"
+    partial.write_text(json.dumps({"warehouse_id": warehouse_id, "created_at": now().isoformat(),
+                                   "note": "kwh warehouse identity: its catalog holds the same id"}, indent=1)
+                       + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+def folder_has_data(root: Path) -> bool:
+    """Whether `root` holds what a kwh writer leaves: table folders, warehouse.duckdb, staging."""
+    if not root.is_dir():
+        return False
+    names = [*schema.tables(), "_staging", "warehouse.duckdb"]
+    return any((root / name).exists() for name in names)
+
+
+def catalog_state(engine: sa.Engine) -> tuple[bool, str | None, int]:
+    """(has kwh's tables, warehouse id or None, number of runs)."""
+    inspector = sa.inspect(engine)
+    if not inspector.has_table("catalog_info"):
+        return False, None, 0
+    with engine.connect() as con:
+        info = dict(con.execute(sa.select(catalog_info.c.key, catalog_info.c.value)).all())
+        runs = con.execute(sa.select(sa.func.count()).select_from(catalog_runs)).scalar() \
+            if inspector.has_table("runs") else 0
+    return True, info.get("warehouse_id"), int(runs or 0)
+
+
+def create_or_upgrade(engine: sa.Engine, root: Path) -> None:
+    """Create the catalog tables, or upgrade an older catalog (versioned migrations)."""
+    _meta.create_all(engine)
+    with engine.begin() as con:
+        version = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "version")).scalar()
+        if version is None:
+            con.execute(catalog_info.insert().values(key="version", value=str(CATALOG_VERSION)))
+            return
+        if int(version) > CATALOG_VERSION:
+            raise KwhError(f"{root}: catalog version {version} is newer than this kwh understands "
+                           f"({CATALOG_VERSION}); upgrade kwarehouse")
+        if int(version) < 2:
+            # version 1 kept one run per file in parquet_files.run_id
+            con.execute(catalog_parquet_runs.insert().from_select(
+                ["path", "run_id"], sa.select(catalog_parquet.c.path, catalog_parquet.c.run_id)))
+        if int(version) < 3:
+            columns = {c["name"] for c in sa.inspect(con).get_columns("ingested_files")}
+            if "size" not in columns:
+                con.execute(sa.text("ALTER TABLE ingested_files ADD COLUMN size BIGINT"))
+        if int(version) < CATALOG_VERSION:
+            con.execute(catalog_info.update().where(catalog_info.c.key == "version")
+                        .values(value=str(CATALOG_VERSION)))
+
+
+def set_warehouse_id(con: sa.Connection, warehouse_id: str) -> None:
+    con.execute(catalog_info.insert().values(key="warehouse_id", value=warehouse_id))
+
+
+def bump_generation(con: sa.Connection) -> None:
+    """Every commit changes the generation: warehouse.duckdb records the one it was built from, so
+    any writer can tell that it is stale."""
+    current = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "generation")).scalar()
+    if current is None:
+        con.execute(catalog_info.insert().values(key="generation", value="1"))
+    else:
+        con.execute(catalog_info.update().where(catalog_info.c.key == "generation")
+                    .values(value=str(int(current) + 1)))
+
+
+def generation(con: sa.Connection) -> int:
+    value = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "generation")).scalar()
+    return int(value or 0)
+
+
+# One statement, so one snapshot on every database: each committed Parquet file with its table,
+# and the model and GPU of a run it holds (the real names, which long or odd names' folders only
+# abbreviate).
+SNAPSHOT_QUERY = sa.union_all(
+    sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name, catalog_runs.c.model, catalog_runs.c.gpu,
+              sa.null().label("generation"))
+    .select_from(catalog_parquet.outerjoin(catalog_runs, catalog_runs.c.run_id == catalog_parquet.c.run_id)),
+    sa.select(catalog_rollup_files.c.path, catalog_rollup_files.c.table_name, sa.null(), sa.null(),
+              sa.null()),
+    # a row even for an empty catalog, to carry the generation
+    sa.select(sa.null(), sa.null(), sa.null(), sa.null(), catalog_info.c.value)
+    .where(catalog_info.c.key == "generation"),
+)

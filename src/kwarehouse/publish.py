@@ -1,0 +1,210 @@
+"""warehouse.duckdb: a DuckDB file whose views read exactly the committed Parquet files, for users'
+own DuckDB sessions (kwh itself builds its views in memory from the catalog).
+
+The promises, and how they are kept:
+- always openable and complete: it is built beside the old one, checked (every table and view is
+  there) and renamed over it; a disk that fills up fails the build, never the published file;
+- never stale for long: the catalog's generation (bumped by every commit) is recorded with it, and
+  every writer, a no-op ingest included, rebuilds it when they differ; a retired file is deleted
+  only after the published file stopped naming it;
+- a WAL left beside it by someone's crashed DuckDB session belongs to the file being replaced: it
+  is moved to _quarantine/ (never deleted), since DuckDB would replay it into the new file;
+- tables and views users created in it are copied into the new file; when the old file cannot be
+  opened (a session holds it, or it is damaged) it is moved to _quarantine/ with a warning instead
+  of being overwritten. The README suggests a database of their own (ATTACH) for such objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import duckdb
+import sqlalchemy as sa
+
+from kwarehouse import catalog, schema, views
+from kwarehouse.catalog import catalog_info, write_intents
+from kwarehouse.errors import KwhError
+
+PUBLISHED_TABLE = "kwh_published"
+PUBLISHED_KEY = "published"
+
+
+def own_objects() -> set[str]:
+    """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
+    return {*schema.tables(), *views.all_views(), "metric_catalog", "bottleneck_thresholds", PUBLISHED_TABLE}
+
+
+def _recorded(warehouse) -> dict:
+    with warehouse.engine.connect() as con:
+        text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PUBLISHED_KEY)).scalar()
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {}
+
+
+def _stat(path: Path) -> list[int] | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+def is_stale(warehouse) -> bool:
+    """Whether warehouse.duckdb is missing, older than the catalog, changed since kwh wrote it, or has
+    a WAL beside it."""
+    if not warehouse.exists:
+        return False
+    recorded = _recorded(warehouse)
+    with warehouse.engine.connect() as con:
+        current = catalog.generation(con)
+    return (recorded.get("generation") != current or recorded.get("stat") != _stat(warehouse.duckdb_path)
+            or Path(f"{warehouse.duckdb_path}.wal").exists())
+
+
+def publish_if_stale(warehouse) -> bool:
+    if is_stale(warehouse):
+        publish(warehouse)
+        return True
+    return False
+
+
+def publish(warehouse) -> list[str]:
+    """Rebuild warehouse.duckdb from one catalog snapshot and swap it in; returns warnings (also
+    printed to stderr). Raises KwhError when it cannot be built; the old file then stays."""
+    root = warehouse.root
+    folder = warehouse.session_dir or warehouse.staging
+    folder.mkdir(parents=True, exist_ok=True)
+    fresh = folder / f"warehouse-{uuid.uuid4().hex[:8]}.duckdb"
+    temporary = [fresh.relative_to(root).as_posix(), f"{fresh.relative_to(root).as_posix()}.wal"]
+    engine = warehouse.engine
+    with engine.begin() as con:    # a crash leaves only files the intents name
+        con.execute(write_intents.insert(), [{"path": p, "kind": "file", "created_at": catalog.now()}
+                                             for p in temporary])
+    warnings: list[str] = []
+    try:
+        snapshot = warehouse.snapshot()
+        _build(warehouse, fresh, snapshot, warnings)
+        _fsync(fresh)
+        wal = Path(f"{warehouse.duckdb_path}.wal")
+        if wal.exists():
+            kept = quarantine(root, wal)
+            warnings.append(f"moved a stale {wal.name} (left by a DuckDB session that did not close) to {kept}")
+        os.replace(fresh, warehouse.duckdb_path)
+        _fsync(root)
+        with engine.begin() as con:
+            con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
+            con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
+                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path)})))
+    except (duckdb.Error, OSError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
+                       "safe and kwh's own commands still work: free space if the disk is full, then run "
+                       "kwh check --repair") from None
+    finally:
+        for path in temporary:
+            (root / path).unlink(missing_ok=True)
+        with engine.begin() as con:
+            con.execute(write_intents.delete().where(write_intents.c.path.in_(temporary)))
+    for line in warnings:
+        print(f"kwh: {line}", file=sys.stderr)
+    return warnings
+
+
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
+    from kwarehouse.store import _add_reference_tables
+    con = duckdb.connect(str(fresh))
+    try:
+        for statement in warehouse.view_sql(snapshot):
+            con.execute(statement)
+        _add_reference_tables(con)
+        views.create_all(con, warehouse.root)
+        con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
+                    [snapshot.generation])
+        _keep_user_objects(warehouse, con, warnings)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    # open what was written, as a user would, before it replaces anything
+    check = duckdb.connect(str(fresh), read_only=True)
+    try:
+        present = {r[0] for r in check.execute(
+            "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() "
+            "WHERE NOT internal").fetchall()}
+        missing = own_objects() - present
+        if missing:
+            raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
+                           "the committed data is safe: free space if the disk is full, then run kwh check --repair")
+        check.execute("SELECT count(*) FROM runs").fetchall()
+    finally:
+        check.close()
+
+
+def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str]) -> None:
+    """Copy tables and views a user created in the old warehouse.duckdb into the new one. Skipped when
+    the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
+    old = warehouse.duckdb_path
+    if not old.exists() or _recorded(warehouse).get("stat") == _stat(old):
+        return
+    try:
+        con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
+    except duckdb.Error as exc:
+        kept = quarantine(warehouse.root, old, copy=True)
+        warnings.append(f"could not open the previous {old.name} to keep tables or views of yours in it "
+                        f"({str(exc).splitlines()[0][:120]}); a copy is kept at {kept}")
+        return
+    try:
+        ours = own_objects()
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'previous' AND NOT internal").fetchall()
+            if r[0] not in ours]
+        user_views = [(n, sql) for n, sql in con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'previous' AND NOT internal").fetchall()
+            if n not in ours]
+        for name in tables:
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM previous.main."{name}"')
+        failed = []
+        for name, sql in user_views:
+            try:
+                con.execute(sql)
+            except duckdb.Error:
+                failed.append(name)
+        if tables or user_views:
+            warnings.append(f"kept your own {len(tables)} table(s) and {len(user_views) - len(failed)} view(s) in "
+                            f"{old.name}" + (f"; could not recreate view(s) {', '.join(failed)}" if failed else ""))
+        if failed:
+            kept = quarantine(warehouse.root, old, copy=True)
+            warnings.append(f"the previous {old.name} is kept at {kept}")
+    finally:
+        con.execute("DETACH previous")
+
+
+def quarantine(root: Path, path: Path, copy: bool = False) -> Path:
+    """Move (or copy) `path` into <root>/_quarantine/ under a unique name; returns where it went."""
+    folder = root / "_quarantine"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{catalog.now().strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}-{path.name}"
+    if copy:
+        shutil.copy2(path, target)
+    else:
+        os.replace(path, target) if path.parent.stat().st_dev == folder.stat().st_dev else shutil.move(path, target)
+    return target
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file (or a folder's entries) to disk, so a power cut cannot publish an empty file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
