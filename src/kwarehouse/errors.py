@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
+
+# C0 and C1 control characters and DEL: a newline in a file name would split a one-line error.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """`text` as one line of valid UTF-8: control characters and lone surrogates become backslash
+    escapes (`\\n`, `\\x00`, `\\udcff`); everything else is unchanged.
+
+    >>> printable("a\\nb\\udcff")
+    'a\\\\nb\\\\udcff'
+    """
+    text = _CONTROL.sub(lambda m: _NAMED_ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def display_path(path: os.PathLike | str | bytes) -> str:
+    """A path as text that is always one line of valid UTF-8, for messages and for the warehouse's
+    source_files/source_dir columns. A file name with bytes that are not UTF-8 (Python holds them
+    as surrogate escapes) shows them as `\\xNN`; control characters are escaped too. A path that is
+    valid UTF-8 and has no control characters comes back as str(path).
+
+    >>> display_path(os.fsdecode(b"runs/gpt2-\\xff.raw.csv"))
+    'runs/gpt2-\\\\xff.raw.csv'
+    """
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:     # a str with a lone surrogate that no file-system byte stands for
+        return printable(str(path))
+    return printable(raw.decode("utf-8", "backslashreplace"))
 
 
 class KwhError(Exception):
@@ -10,11 +43,17 @@ class KwhError(Exception):
 
 
 class InputError(KwhError):
-    """A file that cannot be ingested: names the file, the line when known, and the fix."""
+    """A file that cannot be ingested: names the file, the line when known, and the fix.
+    The path is shown with display_path and the message with printable, so the error is always
+    one line of valid UTF-8 whatever the file's name or content."""
 
-    def __init__(self, path: Path | str, message: str, line: int | None = None):
-        self.path = str(path)
+    def __init__(self, path: Path | str | bytes, message: str, line: int | None = None):
+        self.path = display_path(path)
         self.line = line
-        self.message = message
+        self.message = printable(message)
         where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {self.message}")
+
+    def __reduce__(self):
+        # Crosses process boundaries (kwh ingest --jobs) with its fields, not just its text.
+        return (InputError, (self.path, self.message, self.line))

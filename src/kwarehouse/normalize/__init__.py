@@ -3,8 +3,8 @@
 Each step is a small pure function over polars frames:
   SOURCE_STEPS run on the metric rows of one export file: details labels to metric names, values to
     base units, every metric name to its canonical name (metric_catalog.csv);
-  KERNEL_STEPS run on one run's kernel rows: demangle, identity (identity.py), framework-op context
-    from NVTX (nvtx.py), library and op class (classify.py);
+  KERNEL_STEPS run on one run's kernel rows: name launches exported without one, demangle, identity
+    (identity.py), framework-op context from NVTX (nvtx.py), library and op class (classify.py);
   headline_columns and derived.derived_columns turn the long metrics into typed kernel columns.
 Rules that are data (label map, units, metric catalog, identity and classification rules) live in
 files next to this module; `kwh renormalize` re-applies all of it to runs already in a warehouse.
@@ -193,13 +193,21 @@ class KernelRules:
         return cls(classify.load_rules("library", extra_dir), classify.load_rules("op_class", extra_dir))
 
 
+def name_unnamed_kernels(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """A launch exported without a kernel name (an empty cell) is named identity.UNNAMED_KERNEL:
+    it keeps its row, so its metrics are never orphaned."""
+    blank = pl.col("kernel_name").str.strip_chars().fill_null("") == ""
+    return kernels.with_columns(pl.when(blank).then(pl.lit(identity.UNNAMED_KERNEL))
+                                .otherwise(pl.col("kernel_name")).alias("kernel_name"))
+
+
 def demangle_names(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     """Mangled names (--print-kernel-base mangled) become demangled ones; the mangled name is kept."""
     mangled = pl.col("kernel_name").str.starts_with("_Z")
     return kernels.with_columns(
         pl.when(mangled).then(pl.col("kernel_name")).otherwise(pl.col("kernel_mangled")).alias("kernel_mangled"),
         pl.col("kernel_name").replace_strict(
-            {n: identity.demangle(n) for n in kernels["kernel_name"].unique().to_list()},
+            {n: identity.demangle(n) for n in kernels["kernel_name"].drop_nulls().unique().to_list()},
             return_dtype=pl.String).alias("kernel_name"))
 
 
@@ -207,7 +215,7 @@ def kernel_identity(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     """kernel_base, kernel_signature and kernel_id from the name (identity.py documents the rules).
     The mangled name, where there is one, is the most complete spelling, so it decides."""
     source = pl.coalesce("kernel_mangled", "kernel_name")
-    names = kernels.select(source.alias("_source")).unique()["_source"].to_list()
+    names = kernels.select(source.alias("_source")).unique()["_source"].drop_nulls().to_list()
     ids = {n: identity.identify(n) for n in names}
     return kernels.with_columns(
         source.replace_strict({n: i.kernel_base for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_base"),
@@ -249,7 +257,8 @@ def classify_op_class(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame
     return _classify(kernels, rules.op_class, "op_class")
 
 
-KERNEL_STEPS = (demangle_names, kernel_identity, framework_context, classify_library, classify_op_class)
+KERNEL_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, framework_context, classify_library,
+                classify_op_class)
 
 
 def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
@@ -263,7 +272,7 @@ def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: Kerne
         extra, on="launch_id", how="left")
 
 
-TIMELINE_STEPS = (demangle_names, kernel_identity, classify_library, classify_op_class)
+TIMELINE_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, classify_library, classify_op_class)
 
 
 def normalize_timeline(rows: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:

@@ -20,6 +20,13 @@ kernel_base is the qualified function name without return type, template argumen
 with anonymous and versioned inline namespaces dropped (`cub::CUB_300102_SM_...::`), completed to
 its full namespace from kernel_scopes.toml where a tool abbreviated it. kernel_id is a short hash of
 kernel_signature.
+
+Every step is linear in the name's length, so a hostile or broken export cannot stall an ingest.
+A name longer than MAX_IDENTITY_CHARS (far beyond real kernels: the test corpus's longest is under
+1,000 characters, CUTLASS templates run to a few thousand) is neither demangled nor canonicalized: kernel_name keeps it as printed,
+kernel_base comes from its first LONG_NAME_HEAD characters, and kernel_signature is that base
+with the name's length and sha256, so two different long names never share an identity.
+An empty name (a launch the tool printed without one) is UNNAMED_KERNEL in every column.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from importlib import resources
 
 import cxxfilt
 
-ANONYMOUS_NAMESPACE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|_GLOBAL__N_\w*::")
+# `(?<!\w)`: a run of `_GLOBAL__N_` repeats is tried once, not once per repeat (quadratic).
+ANONYMOUS_NAMESPACE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|(?<!\w)_GLOBAL__N_\w*::")
 LAMBDA = re.compile(
     r"\{lambda\((?:[^(){}]|\([^()]*\))*\)#(\d+)\}"           # libstdc++ / CUPTI: {lambda(int)#1}
     r"|\[lambda\((?:[^()\[\]]|\([^()]*\))*\) \(instance (\d+)\)\]")  # ncu: [lambda(int) (instance 1)]
@@ -42,13 +50,17 @@ LAMBDA = re.compile(
 # functions (`f(int)::`) or templates (`C<T>::`) are not matched, so enclosing functions survive.
 QUALIFIER = re.compile(r"\b(?!const::)[A-Za-z_]\w*::")
 CALL_OPERATOR = re.compile(r"\boperator\s*\(\)")
-PARENTHESIZED = re.compile(r"\([^()]*\)")
 CONST = re.compile(r"\bconst\b")
 RETURN_VOID = re.compile(r"\bvoid\s+(?=[A-Za-z_])")
 INTEGER_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
 SPACE_AROUND_PUNCTUATION = re.compile(r"\s*([<>,*&\[\]:#])\s*")
 SPACES = re.compile(r"\s+")
 KERNEL_ID_LENGTH = 16
+# Longer names get the cheap identity described in the module docstring.
+MAX_IDENTITY_CHARS = 32768
+LONG_NAME_HEAD = 1024
+# What a launch without a name is called.
+UNNAMED_KERNEL = "(unnamed kernel)"
 
 
 def _data(name: str) -> str:
@@ -89,8 +101,8 @@ def scopes() -> Scopes:
 
 def demangle(name: str) -> str:
     """Itanium-ABI mangled (`_Z...`) to demangled, through the C++ runtime's own demangler;
-    anything else, or a name the demangler rejects, comes back unchanged."""
-    if not name.startswith("_Z"):
+    anything else, a name the demangler rejects, or one over MAX_IDENTITY_CHARS comes back unchanged."""
+    if not name.startswith("_Z") or len(name) > MAX_IDENTITY_CHARS:
         return name
     try:
         return cxxfilt.demangle(name, external_only=False)
@@ -137,16 +149,32 @@ def kernel_signature(name: str) -> str:
     text = declaration(text)
     text = QUALIFIER.sub("", text)
     text = CALL_OPERATOR.sub("operator_call", text)
-    while True:
-        stripped = PARENTHESIZED.sub("", text)
-        if stripped == text:
-            break
-        text = stripped
+    text = drop_parenthesized(text)
     text = RETURN_VOID.sub("", CONST.sub("", text))
     text = INTEGER_SUFFIX.sub(r"\1", text)
     text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text))
     text = SPACES.sub(" ", SPACE_AROUND_PUNCTUATION.sub(r"\1", text)).strip()
     return _apply_rules(text)
+
+
+def drop_parenthesized(text: str) -> str:
+    """`text` without its balanced parenthesized groups, nested ones included, in one pass; a `(`
+    or `)` without its partner stays.
+
+    >>> drop_parenthesized("f<(char)1>(g(int), h)) x(")
+    'f<1>) x('
+    """
+    kept: list[str] = []
+    opened: list[int] = []        # where in `kept` each unclosed `(` is
+    for ch in text:
+        if ch == "(":
+            opened.append(len(kept))
+            kept.append(ch)
+        elif ch == ")" and opened:
+            del kept[opened.pop():]
+        else:
+            kept.append(ch)
+    return "".join(kept)
 
 
 def _split_top_level(text: str) -> str:
@@ -191,7 +219,12 @@ def _is_subsequence(needle: list[str], haystack: list[str]) -> bool:
 
 def kernel_id(signature: str) -> str:
     """A short stable id: the first 16 hex digits of the signature's sha256."""
-    return hashlib.sha256(signature.encode()).hexdigest()[:KERNEL_ID_LENGTH]
+    return _sha256(signature)[:KERNEL_ID_LENGTH]
+
+
+def _sha256(text: str) -> str:
+    # surrogatepass: a name with a lone surrogate still gets an id (valid text hashes as UTF-8).
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -202,8 +235,24 @@ class Identity:
     kernel_id: str
 
 
-@functools.lru_cache(maxsize=65536)
 def identify(name: str) -> Identity:
     """Every identity column of one kernel name (mangled or demangled, any tool's spelling)."""
+    if not name.strip() or name == UNNAMED_KERNEL:
+        return Identity(UNNAMED_KERNEL, UNNAMED_KERNEL, UNNAMED_KERNEL, kernel_id(UNNAMED_KERNEL))
+    if len(name) > MAX_IDENTITY_CHARS:
+        return long_name_identity(name)
+    return _identify(name)
+
+
+@functools.lru_cache(maxsize=65536)
+def _identify(name: str) -> Identity:
     signature = kernel_signature(name)
     return Identity(demangle(name), kernel_base(name), signature, kernel_id(signature))
+
+
+def long_name_identity(name: str) -> Identity:
+    """The identity of a name over MAX_IDENTITY_CHARS: the name as printed, the base of its head,
+    and a signature that is the base with the name's length and hash (module docstring)."""
+    base = kernel_base(name[:LONG_NAME_HEAD]) or "kernel"
+    signature = f"{base}<{len(name)}-character name, sha256 {_sha256(name)[:KERNEL_ID_LENGTH]}>"
+    return Identity(name, base, signature, kernel_id(signature))
