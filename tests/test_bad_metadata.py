@@ -146,8 +146,6 @@ def test_display_path_escapes_what_is_not_utf8_or_printable(tmp_path):
     str(error).encode("utf-8")
 
 
-@pytest.mark.xfail(reason="needs pipeline.py to write display_path(path) where it writes a path (issue 17)",
-                   strict=False)
 def test_a_file_whose_name_is_not_utf8_is_ingested(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
@@ -241,8 +239,6 @@ def test_normalize_names_a_launch_without_a_name(tmp_path):
     assert unnamed["metric_count"] > 800
 
 
-@pytest.mark.xfail(reason="needs pipeline._merge_launches to keep launches that have no name (issue 17)",
-                   strict=False)
 def test_a_launch_without_a_name_keeps_its_kernels_row(tmp_path):
     folder = blank_or_rename(tmp_path, launch=0, name="")
     report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))

@@ -505,6 +505,35 @@ def nightly(warehouse: Warehouse, drop, settle):
 
 
 @main.command()
+@click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt; take out runs whose files are lost "
+                                             "(and say which sources to ingest again). Never deletes unknown files.")
+@click.pass_obj
+def check(warehouse: Warehouse, repair):
+    """Check that the catalog, the Parquet files and warehouse.duckdb agree; one line per problem.
+
+    Exit status 1 when a problem remains.
+
+    \b
+    Example:
+      kwh check
+      kwh check --repair
+    """
+    from kwarehouse import check as check_lib
+    _require_warehouse(warehouse)
+    report = check_lib.check(warehouse, repair=repair)
+    for line in report.repaired:
+        click.echo(f"Repaired: {line}")
+    for line in report.notes:
+        click.echo(f"Note: {line}")
+    for line in report.problems:
+        click.echo(f"Problem: {line}")
+    click.echo(f"{'ok' if report.ok else 'PROBLEMS'}: {report.runs} run(s), {report.files} committed file(s), "
+               f"{len(report.problems)} problem(s)" + ("" if report.ok or repair else "; kwh check --repair fixes what it can"))
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="HTML file to write.")
 @click.option("--model", help="Only this model.")
 @click.option("--gpu", help="Only this GPU.")

@@ -80,7 +80,7 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     result.shas = sorted(seen)
     result.skipped, result.failed = report.skipped, report.failed
     if any(run_id in context.existing_runs for run_id in groups) or any(
-            str(Path(p).absolute()) in context.ingested_paths for p in result.paths):
+            pipeline.stored_path(Path(p)) in context.ingested_paths for p in result.paths):
         result.redo = True
         return result
     # loaded per folder, not cached: Spark reuses its Python workers across jobs, and a warehouse's

@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, schema
-from kwarehouse.errors import InputError, KwhError
+from kwarehouse.errors import InputError, KwhError, display_path
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.normalize import identity
-from kwarehouse.runmeta import RunMetadata, read_metadata
+from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
 from kwarehouse.store import IngestedFile, Warehouse
 
 # Files that sit beside exports and are read as metadata, never as exports.
@@ -110,6 +110,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     tags = dict(tags or {})
     if format:
         readers.reader_named(format)
+    if model is not None:
+        model = check_name("model", model, "--model")
+    if "gpu" in tags:
+        tags["gpu"] = check_name("gpu", tags["gpu"], "--tag gpu")
     batches = folder_batches(sources)
     report = IngestReport()
     if settle_seconds:
@@ -186,7 +190,7 @@ def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Cal
             run = already(sha)
             return None if run in superseded else run
         for path, explicit in batch:
-            if str(path) in redo:
+            if display_path(path) in redo:
                 source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report, None)
                 if source is not None:
                     read.append(source)
@@ -201,7 +205,8 @@ def _read_reporting(path: Path, explicit: bool, format: str | None, already, met
     except InputError as exc:
         report.failed.append(str(exc))
     except OSError as exc:
-        report.failed.append(f"{path}: cannot be read ({exc.strerror or exc}); check the file and its folder")
+        report.failed.append(f"{display_path(path)}: cannot be read ({exc.strerror or exc}); "
+                             "check the file and its folder")
     return None
 
 
@@ -219,7 +224,7 @@ def _settled(batches: list[list[tuple[Path, bool]]], settle_seconds: float,
             except OSError:
                 age = settle_seconds
             if age < settle_seconds:
-                report.skipped.append((str(path), f"modified {max(age, 0):.0f} s ago (still being written?); "
+                report.skipped.append((display_path(path), f"modified {max(age, 0):.0f} s ago (still being written?); "
                                                   "left for the next ingest"))
             else:
                 kept.append((path, explicit))
@@ -239,7 +244,7 @@ def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model:
             if done is None:
                 fresh.append(member)
             else:
-                report.skipped.append((str(member.result.path), f"already ingested (run {done})"))
+                report.skipped.append((display_path(member.result.path), f"already ingested (run {done})"))
         if not fresh:
             continue
         try:
@@ -269,7 +274,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _files_of(members: list[_Source]) -> str:
-    return ", ".join(str(m.result.path) for m in members)
+    return ", ".join(display_path(m.result.path) for m in members)
 
 
 def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[[str], str | None],
@@ -279,7 +284,7 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if path.is_symlink() and not path.exists():
         raise InputError(path, "broken symbolic link; point it at an export or remove it")
     if not path.is_file():
-        report.skipped.append((str(path), "not a regular file"))
+        report.skipped.append((display_path(path), "not a regular file"))
         return None
     if not os.access(path, os.R_OK):
         raise InputError(path, "file is not readable; check its permissions")
@@ -291,20 +296,22 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if reader is None:
         if explicit or path.suffix.lower() in EXPORT_SUFFIXES:
             raise readers.unrecognised(path)
-        report.skipped.append((str(path), "no reader for this kind of file"))
+        report.skipped.append((display_path(path), "no reader for this kind of file"))
         return None
     before = _file_state(path)
     sha = sha256_of(path)
     if sha in seen:
-        report.skipped.append((str(path), "same content as another file in this ingest"))
+        report.skipped.append((display_path(path), "same content as another file in this ingest"))
         return None
     run_id = already(sha)
     if run_id is not None:
-        report.skipped.append((str(path), f"already ingested (run {run_id})"))
+        report.skipped.append((display_path(path), f"already ingested (run {run_id})"))
         return None
-    supersedes = _partial_copy_of(path, before[0], earlier(str(path.absolute()))) if earlier else None
+    supersedes = _partial_copy_of(path, before[0], earlier(stored_path(path))) if earlier else None
     folder = path.parent.absolute()
     result = readers.read_with(reader, path)
+    if result.gpu_name:
+        result.gpu_name = check_name("gpu", result.gpu_name, path)
     if _file_state(path) != before:
         raise InputError(path, "changed while it was being read (still being written or copied?); "
                                "ingest it again once it is complete")
@@ -319,6 +326,11 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if isinstance(meta, InputError):
         raise InputError(path, f"its run manifest is unusable: {meta}")
     return _Source(result, sha, meta, folder, before[0], supersedes)
+
+
+def stored_path(path: Path) -> str:
+    """How the warehouse records a source file's path (absolute; odd bytes in names escaped)."""
+    return display_path(path.absolute())
 
 
 def _file_state(path: Path) -> tuple[int, int]:
@@ -414,15 +426,20 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     if gpu is None and existing_run and existing_run["gpu"] != "unknown":
         gpu = existing_run["gpu"]
     gpu = gpu or meta.fields.get("gpu") or tags.get("gpu") or "unknown"
-    model = (meta.fields.get("model") or model_option or (existing_run or {}).get("model")
-             or members[0].folder.name or "unknown")
+    model = meta.fields.get("model") or model_option or (existing_run or {}).get("model")
+    if not model:
+        try:
+            model = check_name("model", members[0].folder.name or "unknown", members[0].folder)
+        except InputError as exc:
+            raise InputError(members[0].folder, f"{exc.message}; or name the model in manifest.json or with "
+                                                "--model") from None
     tool = members[0].result.tool
     if tool == "ncu":
         tables, count, compute_capability = _profile_tables(members, existing, rules)
     else:
         tables, count, compute_capability = _timeline_tables(members, rules)
 
-    files = sorted({str(m.result.path.absolute()): m.sha256 for m in members}.items())
+    files = sorted({stored_path(m.result.path): m.sha256 for m in members}.items())
     if existing_run:
         files = sorted(dict(zip(existing_run["source_files"], existing_run["source_sha256"]))
                        .items() | set(files))
@@ -438,15 +455,16 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
         "framework_versions": json.dumps(meta.versions, sort_keys=True) if meta.versions else None,
         "run_date": date.fromisoformat(fields["date"]) if "date" in fields else None,
         "tags": sorted(run_tags.items()), "manifest_json": meta.manifest_text,
-        "source_dir": str(members[0].folder), "source_files": [f for f, _ in files],
+        "source_dir": display_path(members[0].folder), "source_files": [f for f, _ in files],
         "source_sha256": [s for _, s in files], "kernel_count": count,
         "ingested_at": (existing_run or {}).get("ingested_at") or datetime.now(UTC).replace(tzinfo=None),
     }
     tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
               **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
-    new_files = [IngestedFile(m.sha256, str(m.result.path.absolute()), m.result.format, m.size) for m in members]
+    new_files = [IngestedFile(m.sha256, stored_path(m.result.path), m.result.format, m.size) for m in members]
     return BuiltRun(model, gpu, tables, new_files,
-                    RunSummary(run_id, model, gpu, count, [str(m.result.path) for m in members], new=not existing))
+                    RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
+                               new=not existing))
 
 
 def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules: normalize.KernelRules):
@@ -502,6 +520,11 @@ LAUNCH_COLUMNS = ["launch_id", "kernel_name", "kernel_mangled", "process_id", "p
                   "block_x", "block_y", "block_z", "nvtx_push_pop", "nvtx_start_end"]
 
 
+# Changed runs are committed this many at a time: a compacted file shared by many runs is rewritten
+# once per batch, not once per run (which made renormalize quadratic in time and disk).
+RENORMALIZE_BATCH = 200
+
+
 def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = None) -> RenormalizeReport:
     """Re-apply normalization (metric catalog, identity, NVTX context, classification rules, derived
     columns) to every run already in `warehouse`, from the rows it stored. A run whose rows come out
@@ -510,6 +533,7 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
     if not warehouse.exists:
         return report
     rules = normalize.KernelRules.load(warehouse.rules_dir)
+    pending: list = []
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
         for run_id, model, gpu in warehouse.runs():
@@ -528,8 +552,12 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
             if all(_same_rows(name, stored[name], tables[name]) for name in ("kernels", "metrics")):
                 report.unchanged += 1
                 continue
-            warehouse.commit_run(run_id, model, gpu, tables, [])
+            pending.append((warehouse.stage_run(run_id, model, gpu, tables), []))
             report.changed.append(RunSummary(run_id, model, gpu, kernels.height, [], new=False))
+            if len(pending) >= RENORMALIZE_BATCH:
+                warehouse.commit_many(pending)
+                pending = []
+        warehouse.commit_many(pending)
     return report
 
 
@@ -585,7 +613,9 @@ def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.Dat
                   pl.col("kernel_name").filter(pl.col("_mangled")).first().alias("kernel_mangled")))
     others = allrows.drop("kernel_name", "_mangled", "_rank").group_by("launch_id", maintain_order=True).agg(
         pl.all().drop_nulls().first())
-    return names.join(others, on="launch_id", how="left").sort("launch_id")
+    # full join: a launch without any name (an empty Kernel Name cell) keeps its row; normalize
+    # names it "(unnamed kernel)"
+    return names.join(others, on="launch_id", how="full", coalesce=True).sort("launch_id")
 
 
 def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:

@@ -40,7 +40,7 @@ def own_objects() -> set[str]:
 
 
 def _recorded(warehouse) -> dict:
-    with warehouse.engine.connect() as con:
+    with warehouse.reader.connect() as con:
         text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PUBLISHED_KEY)).scalar()
     try:
         return json.loads(text) if text else {}
@@ -62,7 +62,7 @@ def is_stale(warehouse) -> bool:
     if not warehouse.exists:
         return False
     recorded = _recorded(warehouse)
-    with warehouse.engine.connect() as con:
+    with warehouse.reader.connect() as con:
         current = catalog.generation(con)
     return (recorded.get("generation") != current or recorded.get("stat") != _stat(warehouse.duckdb_path)
             or Path(f"{warehouse.duckdb_path}.wal").exists())

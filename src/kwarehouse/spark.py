@@ -142,14 +142,29 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
     warehouse = Warehouse(warehouse_path, catalog)
     if not warehouse.exists:
         raise KwhError(f"{warehouse.root}: no warehouse here (no catalog); run kwh ingest first")
+    from pyspark.sql import functions
+
+    from kwarehouse.store import _real_names
     names = []
+    snapshot = warehouse.snapshot()     # one catalog snapshot for every table
     for name, spec in schema.tables().items():
         ddl = table_ddl(name)
-        files = [str(f) for f in warehouse.committed_files(name)]
-        if files:
-            frame = (spark.read.schema(ddl).option("basePath", str(warehouse.root / name))
-                     .parquet(*files))
-            frame = frame.select(*[f"`{column}`" for column, _ in spec.sql_types])
+        files = [warehouse.root / p for p in snapshot.files.get(name, []) if (warehouse.root / p).exists()]
+        # folders whose names abbreviate a long or odd model/GPU name get the real one from the catalog
+        groups: dict[tuple, list[str]] = {}
+        for f in files:
+            real = _real_names(f.relative_to(warehouse.root), snapshot.names)
+            groups.setdefault(tuple(sorted(real.items())), []).append(str(f))
+        frames = []
+        for real, group in groups.items():
+            frame = spark.read.schema(ddl).option("basePath", str(warehouse.root / name)).parquet(*group)
+            for column, value in real:
+                frame = frame.withColumn(column, functions.lit(value))
+            frames.append(frame.select(*[f"`{column}`" for column, _ in spec.sql_types]))
+        if frames:
+            frame = frames[0]
+            for other in frames[1:]:
+                frame = frame.unionByName(other)
         else:
             frame = spark.createDataFrame([], ddl)
         frame.createOrReplaceTempView(name)

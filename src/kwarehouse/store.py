@@ -462,6 +462,8 @@ class Warehouse:
     def commit_many(self, batch: list[tuple[StagedRun, list[IngestedFile]]], supersedes: tuple[str, ...] = ()) -> None:
         """commit_staged for several runs in one catalog transaction: a file shared by several of
         them (after kwh compact) is rewritten once, not once per run."""
+        if not batch and not supersedes:
+            return
         replaced = {staged.run_id for staged, _ in batch} | set(supersedes)
         moves: list[tuple[Path, Path, str, tuple[str, ...]]] = [   # staged, relative, table, runs
             (Path(staged.stage_dir) / relative, Path(relative), name, (staged.run_id,))
@@ -478,7 +480,7 @@ class Warehouse:
                 others = {r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
                     catalog_parquet_runs.c.path == path)).scalars()} - replaced
                 retired.append(path)
-                if others:
+                if others and (self.root / path).is_file():   # (kwh check --repair takes out every run of a lost file)
                     spec = schema.tables()[name]
                     dropped = pa.array(sorted(replaced), pa.string())
                     kept = (chunk.filter(pc.invert(pc.is_in(chunk["run_id"], value_set=dropped)))
@@ -747,8 +749,13 @@ class Warehouse:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with every warehouse table as a view."""
+        snapshot = self.snapshot()
+        missing = [p for paths in snapshot.files.values() for p in paths if not (self.root / p).exists()]
+        if missing:
+            print(f"kwh: warning: {len(missing)} committed file(s) of {self.root} are missing (first: {missing[0]}); "
+                  "their rows are left out of every answer: run kwh check", file=sys.stderr)
         con = duckdb.connect()
-        for statement in self.view_sql():
+        for statement in self.view_sql(snapshot):
             con.execute(statement)
         _add_reference_tables(con)
         views.create_all(con, self.root)

@@ -1,0 +1,166 @@
+"""`kwh check`: is the warehouse whole? catalog <-> Parquet files <-> warehouse.duckdb, one line per
+problem; `--repair` rebuilds what can be rebuilt and takes out what cannot, never deleting a file it
+cannot prove kwh wrote.
+
+What --repair does, problem by problem:
+- an interrupted writer's leftovers (write intents): removed, as any writer does first;
+- a committed Parquet file that is missing or unreadable: the runs with rows in it are taken out of
+  the warehouse (their other files retired, a damaged file moved to _quarantine/), and their source
+  files forgotten, so ingesting those sources again brings the runs back; the lines say which;
+- warehouse.duckdb missing, stale, damaged or with a WAL beside it: rebuilt (publish.py);
+- files in the table folders that the catalog does not know: reported, never touched (they may be
+  yours; kwh only writes files it records first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+from kwarehouse import publish, schema
+from kwarehouse.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
+                                catalog_rollup_files, catalog_runs, write_intents)
+from kwarehouse.store import Warehouse
+
+
+@dataclass
+class CheckReport:
+    runs: int = 0
+    files: int = 0
+    problems: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # not problems: what kwh leaves alone
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(warehouse: Warehouse, repair: bool = False) -> CheckReport:
+    """Check the warehouse (raises KwhError when its catalog is missing or another warehouse's)."""
+    if repair:
+        report = CheckReport()
+        with warehouse.writer() as repairs:
+            report.repaired.extend(repairs)
+            found = _inspect(warehouse)
+            damaged = found.damaged_runs
+            if damaged:
+                sources = _sources_of(warehouse, damaged)
+                for path in found.corrupt:
+                    kept = publish.quarantine(warehouse.root, warehouse.root / path)
+                    report.repaired.append(f"moved the unreadable {path} to {kept.relative_to(warehouse.root)}")
+                warehouse.remove_runs(sorted(damaged))
+                for run_id in sorted(damaged):
+                    files = sources.get(run_id) or ["(no source files recorded)"]
+                    report.repaired.append(f"took out run {run_id} (rows lost with a missing or damaged file); "
+                                           f"ingest its sources again to restore it: {', '.join(files)}")
+            if publish.is_stale(warehouse) or not _duckdb_opens(warehouse):
+                publish.publish(warehouse)
+                report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
+        after = check(warehouse)
+        after.repaired = report.repaired
+        return after
+    found = _inspect(warehouse)
+    report = CheckReport(runs=found.runs, files=found.files, problems=found.problems, notes=found.notes)
+    return report
+
+
+@dataclass
+class _Found:
+    runs: int = 0
+    files: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    damaged_runs: set[str] = field(default_factory=set)
+    corrupt: list[str] = field(default_factory=list)
+
+
+def _inspect(warehouse: Warehouse) -> _Found:
+    found = _Found()
+    root = warehouse.root
+    if not warehouse.exists:
+        found.problems.append(f"{root}: no warehouse here (no catalog); run kwh ingest first")
+        return found
+    with warehouse.reader.connect() as con:
+        run_ids = set(con.execute(sa.select(catalog_runs.c.run_id)).scalars())
+        committed = dict(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name)).all())
+        rollups = dict(con.execute(sa.select(catalog_rollup_files.c.path, catalog_rollup_files.c.table_name)).all())
+        runs_of: dict[str, set[str]] = {}
+        for path, run_id in con.execute(sa.select(catalog_parquet_runs.c.path, catalog_parquet_runs.c.run_id)):
+            runs_of.setdefault(path, set()).add(run_id)
+        retired = set(con.execute(sa.select(catalog_retired.c.path)).scalars())
+        intents = list(con.execute(sa.select(write_intents.c.path, write_intents.c.kind)))
+    found.runs, found.files = len(run_ids), len(committed) + len(rollups)
+    for path in sorted({**committed, **rollups}):
+        target = root / path
+        if not target.is_file():
+            found.problems.append(f"{path}: committed but missing" + _runs_note(runs_of.get(path)))
+        else:
+            try:
+                pq.ParquetFile(target).metadata
+                continue
+            except Exception:   # noqa: BLE001 - any failure to read the footer means a damaged file
+                found.problems.append(f"{path}: committed but unreadable (damaged)" + _runs_note(runs_of.get(path)))
+                found.corrupt.append(path)
+        found.damaged_runs |= runs_of.get(path, set())
+    with_files = set().union(*runs_of.values()) if runs_of else set()
+    for run_id in sorted(run_ids - with_files):
+        found.problems.append(f"run {run_id}: in the catalog with no Parquet files")
+        found.damaged_runs.add(run_id)
+    stale_writers = [p for p, kind in intents]
+    if stale_writers:
+        found.problems.append(f"an interrupted writer left {len(stale_writers)} unfinished write(s); "
+                              "the next writing command (or kwh check --repair) removes them")
+    known = set(committed) | set(rollups) | retired | {p for p, _ in intents}
+    unknown = []
+    for name in schema.tables():
+        folder = root / name
+        if folder.is_dir() and not folder.is_symlink():
+            unknown += [p.relative_to(root).as_posix() for p in folder.rglob("*")
+                        if p.is_file() and p.relative_to(root).as_posix() not in known]
+    if unknown:
+        found.notes.append(f"{len(unknown)} file(s) in the table folders are not in the catalog and are left alone "
+                           f"(first: {unknown[0]}); views never read them")
+    staging = root / "_staging"
+    if staging.is_dir():
+        strays = [p for p in staging.iterdir() if f"_staging/{p.name}" not in known]
+        if strays:
+            found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
+                               f"interrupted ingest?) and are left alone: remove them if no kwh is running")
+    if not warehouse.duckdb_path.exists():
+        found.problems.append(f"{warehouse.duckdb_path.name}: missing")
+    elif not _duckdb_opens(warehouse):
+        found.problems.append(f"{warehouse.duckdb_path.name}: cannot be opened (damaged, or open in a DuckDB session)")
+    elif publish.is_stale(warehouse):
+        found.problems.append(f"{warehouse.duckdb_path.name}: older than the catalog (or changed since kwh wrote it)")
+    return found
+
+
+def _runs_note(runs: set[str] | None) -> str:
+    return f" (rows of run {', '.join(sorted(runs))})" if runs else ""
+
+
+def _duckdb_opens(warehouse: Warehouse) -> bool:
+    try:
+        con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        con.execute("SELECT count(*) FROM runs").fetchall()
+        return True
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+def _sources_of(warehouse: Warehouse, run_ids: set[str]) -> dict[str, list[str]]:
+    with warehouse.reader.connect() as con:
+        out: dict[str, list[str]] = {}
+        for run_id, path in con.execute(sa.select(catalog_files.c.run_id, catalog_files.c.path)
+                                        .where(catalog_files.c.run_id.in_(sorted(run_ids)))):
+            out.setdefault(run_id, []).append(path)
+    return {run: sorted(set(paths)) for run, paths in out.items()}
