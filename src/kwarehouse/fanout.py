@@ -42,6 +42,7 @@ class IngestContext:
     tags: dict[str, str]
     ingested: dict[str, str]          # sha256 -> run id of every file already in the warehouse
     ingested_paths: frozenset[str]    # where they were read from (a longer file there may replace a run)
+    driver_pid: int = 0               # workers stop when it is gone
     existing_runs: frozenset[str]
 
 
@@ -108,7 +109,7 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
         context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
-                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
+                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()), os.getpid(),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()))
         jobs = [(i, [(str(p), explicit) for p, explicit in batch]) for i, batch in enumerate(batches)]
         seen: set[str] = set()
@@ -161,21 +162,22 @@ _CONTEXT: IngestContext | None = None
 def _set_context(context: IngestContext) -> None:
     global _CONTEXT
     _CONTEXT = context
-    _die_with_parent()
+    _die_with_parent(context.driver_pid)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """A worker whose driver is gone (kill -9) stops at once instead of finishing folders nobody will
     commit: the kernel's parent-death signal where there is one, and a watchdog thread everywhere."""
     import signal
     import threading
     import time
-    parent = os.getppid()
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:     # the driver died before this worker got here
+        os._exit(1)
 
     def watch() -> None:
         while os.getppid() == parent:

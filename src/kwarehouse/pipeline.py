@@ -315,7 +315,6 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if _file_state(path) != before:
         raise InputError(path, "changed while it was being read (still being written or copied?); "
                                "ingest it again once it is complete")
-    seen.add(sha)
     key = (folder, result.tool)
     if key not in metadata:
         try:
@@ -325,6 +324,7 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     meta = metadata[key]
     if isinstance(meta, InputError):
         raise InputError(path, f"its run manifest is unusable: {meta}")
+    seen.add(sha)   # only now: a copy of this file beside a usable manifest must still go in
     return _Source(result, sha, meta, folder, before[0], supersedes)
 
 

@@ -57,15 +57,16 @@ def _stat(path: Path) -> list[int] | None:
 
 
 def is_stale(warehouse) -> bool:
-    """Whether warehouse.duckdb is missing, older than the catalog, changed since kwh wrote it, or has
+    """Whether warehouse.duckdb is missing, older than the catalog, built for another folder, or has
     a WAL beside it."""
     if not warehouse.exists:
         return False
     recorded = _recorded(warehouse)
     with warehouse.reader.connect() as con:
         current = catalog.generation(con)
-    return (recorded.get("generation") != current or recorded.get("stat") != _stat(warehouse.duckdb_path)
-            or Path(f"{warehouse.duckdb_path}.wal").exists())
+    # (a warehouse copied or moved elsewhere has views naming the old folder's files)
+    return (recorded.get("generation") != current or recorded.get("root") != str(warehouse.root)
+            or not warehouse.duckdb_path.exists() or Path(f"{warehouse.duckdb_path}.wal").exists())
 
 
 def publish_if_stale(warehouse) -> bool:
@@ -101,7 +102,7 @@ def publish(warehouse) -> list[str]:
         with engine.begin() as con:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
-                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path)})))
+                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root)})))
     except (duckdb.Error, OSError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -150,7 +151,7 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     """Copy tables and views a user created in the old warehouse.duckdb into the new one. Skipped when
     the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
     old = warehouse.duckdb_path
-    if not old.exists() or _recorded(warehouse).get("stat") == _stat(old):
+    if not old.exists() or (_recorded(warehouse).get("stat") == _stat(old) and not Path(f"{old}.wal").exists()):
         return
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")

@@ -1,0 +1,527 @@
+"""Never lose or hide data (issue 17): a wrong or missing catalog, hostile names, warehouse.duckdb
+trouble, torn reads, partial copies, crashes at every store step, locks, read-only warehouses."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, EXPORT_FOLDERS, rows
+
+from kwarehouse import check, pipeline, publish, store
+from kwarehouse.cli import main
+from kwarehouse.errors import KwhError
+from kwarehouse.store import Warehouse
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+GPT2 = DATA / "ncu-gpt2-h100"
+
+
+def cli(warehouse: Warehouse, *args: str):
+    catalog = ["--catalog", warehouse.catalog_url] if warehouse.catalog_url else []
+    return CliRunner().invoke(main, ["--warehouse", str(warehouse.root), *catalog, *args])
+
+
+def parquet_files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*.parquet") if p.is_file()}
+
+
+def one_error_line(result) -> str:
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    return errors[0]
+
+
+# -- a missing, empty or foreign catalog is refused; nothing is deleted --------------------------
+
+def test_a_moved_or_empty_catalog_sqlite_is_refused_and_deletes_nothing(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
+    files = parquet_files(warehouse.root)
+    catalog = warehouse.root / "catalog.sqlite"
+    shutil.move(catalog, tmp_path / "moved.sqlite")
+    for state in ("missing", "empty"):
+        if state == "empty":
+            catalog.write_bytes(b"")
+        fresh = Warehouse(warehouse.root)
+        for args in (["sql", "SELECT 1"], ["ingest", str(DATA / "ncu-gtx1080-raw")], ["compact"], ["rollup"],
+                     ["renormalize"], ["check", "--repair"]):
+            result = cli(fresh, *args)
+            assert result.exit_code == 1
+            assert "catalog" in one_error_line(result) and "restore the catalog" in result.output
+        assert parquet_files(warehouse.root) == files
+    catalog.unlink()
+    shutil.move(tmp_path / "moved.sqlite", catalog)
+    assert rows(Warehouse(warehouse.root), "SELECT count(*) FROM runs") == [(2,)]
+
+
+def test_an_older_kwh_warehouse_without_an_identity_is_adopted_but_not_when_its_catalog_is_gone(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    (warehouse.root / "warehouse.json").unlink()
+    with sqlite3.connect(warehouse.root / "catalog.sqlite") as con:
+        con.execute("DELETE FROM catalog_info WHERE key = 'warehouse_id'")
+    # a warehouse written before identities existed gets one on its next write
+    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root), model="vecadd")
+    assert len(report.runs) == 1 and (warehouse.root / "warehouse.json").exists()
+    # ... but an old warehouse whose catalog is missing is refused all the same
+    (warehouse.root / "warehouse.json").unlink()
+    (warehouse.root / "catalog.sqlite").unlink()
+    with pytest.raises(KwhError, match="holds warehouse files but its catalog .* is missing or empty"):
+        pipeline.ingest([DATA / "ncu-custom-cupy-h100"], Warehouse(warehouse.root))
+    assert len(parquet_files(warehouse.root)) == 8
+
+
+def test_a_postgresql_catalog_that_is_empty_misspelt_or_forgotten_is_refused(postgres_server, tmp_path):
+    url = postgres_server.new_database()
+    warehouse = Warehouse(tmp_path / "wh", url)
+    pipeline.ingest([GPT2], warehouse)
+    files = parquet_files(warehouse.root)
+    empty = postgres_server.new_database()
+    with pytest.raises(KwhError, match="is empty; restore the catalog"):
+        pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, empty))
+    misspelt = url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(KwhError, match="cannot reach the catalog"):
+        pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, misspelt))
+    # a cron job that forgot KWH_CATALOG gets the folder's missing catalog.sqlite
+    result = cli(Warehouse(warehouse.root), "ingest", str(DATA / "ncu-gtx1080-raw"))
+    assert result.exit_code == 1 and "is missing" in one_error_line(result)
+    assert not (warehouse.root / "catalog.sqlite").exists()
+    # another warehouse's catalog
+    other = Warehouse(tmp_path / "other", empty)
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], other, model="vecadd")
+    with pytest.raises(KwhError, match="belongs to another warehouse"):
+        Warehouse(warehouse.root, empty).runs()
+    assert parquet_files(warehouse.root) == files
+    assert rows(Warehouse(warehouse.root, url), "SELECT count(*) FROM kernels") == [(3,)]
+
+
+def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
+    """A user's Parquet files in the table folders, and files outside reached through a symlinked
+    table folder, survive a crashed writer's repair and kwh check --repair."""
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    mine = [warehouse.root / "runs" / "mine.parquet", warehouse.root / "metrics" / "x" / "y.parquet"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.parquet").write_bytes(b"PAR1 not kwh's")
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1 user data")
+    (warehouse.root / "rules" / "model=linked").symlink_to(outside, target_is_directory=True)
+    (warehouse.root / "_staging" / "someone-elses").mkdir(parents=True)
+    (warehouse.root / "_staging" / "someone-elses" / "keep.txt").write_text("x")
+    crash_during_ingest(warehouse, "placed", DATA / "torch-trace-gpt2")
+    report = pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)
+    assert any("never committed" in line for line in report.repairs)
+    checked = check.check(warehouse, repair=True)
+    assert checked.ok and any("not in the catalog and are left alone" in note for note in checked.notes)
+    assert all(p.read_bytes() == b"PAR1 user data" for p in mine)
+    assert (outside / "precious.parquet").exists()
+    assert (warehouse.root / "_staging" / "someone-elses" / "keep.txt").exists()
+
+
+# -- names --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["bert.parquet", "Bert.PARQUET", "m" * 200, "模型" * 60, ".hidden", "a/b\\c"])
+def test_any_model_name_is_stored_exactly_and_never_bricks_a_writer(tmp_path, model):
+    warehouse = Warehouse(tmp_path / "wh")
+    assert pipeline.ingest([GPT2], warehouse, model=None).failed == []
+    trace = tmp_path / "trace"          # without its manifest, which names the model
+    shutil.copytree(DATA / "torch-trace-gpt2", trace, ignore=shutil.ignore_patterns("manifest*"))
+    report = pipeline.ingest([DATA / "ncu-gtx1080-raw", trace], warehouse, model=model)
+    assert report.failed == [] and len(report.runs) == 2
+    for path in warehouse.root.rglob("*"):
+        assert len(path.name.encode()) <= 255 and not (path.is_dir() and path.name.endswith(".parquet"))
+    assert rows(warehouse, "SELECT count(*) FROM kernels WHERE model = ?", [model]) == [(3,)]
+    assert rows(warehouse, "SELECT count(*) FROM kernel_launches WHERE model = ? AND activity = 'kernel'", [model]) == [(38,)]
+    assert rows(warehouse, "SELECT count(*) FROM runs WHERE model = ?", [model]) == [(2,)]
+    for args in (["compact"], ["rollup"], ["renormalize"], ["check"]):
+        assert cli(warehouse, *args).exit_code == 0, args
+    published = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    assert published.execute("SELECT count(*) FROM runs WHERE model = ?", [model]).fetchall() == [(2,)]
+    # a run read back for merging keeps its real name
+    run_id = rows(warehouse, "SELECT run_id FROM kernels WHERE model = ? LIMIT 1", [model])[0][0]
+    assert set(warehouse.read_run(run_id)["kernels"]["model"].to_pylist()) == {model}
+
+
+# -- warehouse.duckdb ---------------------------------------------------------------------------
+
+def published_counts(warehouse: Warehouse) -> tuple:
+    con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    try:
+        return tuple(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("runs", "kernels", "metrics"))
+    finally:
+        con.close()
+
+
+def kwh_counts(warehouse: Warehouse) -> tuple:
+    return tuple(rows(warehouse, f"SELECT count(*) FROM {t}")[0][0] for t in ("runs", "kernels", "metrics"))
+
+
+def test_a_failed_rebuild_is_healed_by_the_next_command_even_with_nothing_new(tmp_path, monkeypatch):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+
+    def disk_full(*args, **kwargs):
+        raise duckdb.IOException("IO Error: Could not write file: No space left on device")
+    monkeypatch.setattr(publish, "_build", disk_full)
+    result = cli(warehouse, "ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd")
+    assert result.exit_code == 1
+    assert "could not rebuild it" in one_error_line(result) and "committed data is safe" in result.output
+    monkeypatch.undo()
+    assert published_counts(warehouse) == (1, 3, published_counts(warehouse)[2])   # the old file, intact
+    assert cli(warehouse, "check").exit_code == 1
+    again = cli(warehouse, "ingest", str(DATA / "ncu-gtx1080-raw"))    # nothing new: still rebuilds
+    assert again.exit_code == 0 and "1 already ingested" in again.output
+    assert published_counts(warehouse) == kwh_counts(warehouse) and kwh_counts(warehouse)[:2] == (2, 6)
+    assert cli(warehouse, "check").exit_code == 0
+
+
+def test_a_published_file_is_checked_before_it_replaces_the_old_one(tmp_path, monkeypatch):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    before = published_counts(warehouse)
+    monkeypatch.setattr(publish, "own_objects", lambda: {"runs", "a_view_that_was_not_written"})
+    with pytest.raises(KwhError, match="lacks a_view_that_was_not_written"):
+        pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    assert published_counts(warehouse) == before
+    assert not any(warehouse.staging.rglob("*.duckdb"))
+
+
+def test_retired_files_are_deleted_only_after_the_published_file_stops_naming_them(tmp_path, monkeypatch):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second run in the gpt2 partition
+    monkeypatch.setattr(publish, "_build", lambda *a: (_ for _ in ()).throw(duckdb.IOException("disk full")))
+    with pytest.raises(KwhError):
+        pipeline.compact(warehouse)        # committed; warehouse.duckdb still names the small files
+    monkeypatch.undo()
+    monkeypatch.setattr(store, "RETIRE_GRACE", store.timedelta(0))
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")   # deletes the retired files
+    assert published_counts(warehouse) == kwh_counts(warehouse)
+
+
+def test_a_stale_wal_and_a_users_own_tables_survive_a_rebuild(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    # a user's DuckDB session adds a table and a view, then dies without a checkpoint
+    script = ("import duckdb, os, sys; con = duckdb.connect(sys.argv[1]); "
+              "con.execute('PRAGMA disable_checkpoint_on_shutdown'); "
+              "con.execute('CREATE TABLE my_notes AS SELECT 42 AS x'); "
+              "con.execute('CREATE VIEW my_count AS SELECT count(*) AS n FROM kernels'); os._exit(0)")
+    subprocess.run([sys.executable, "-c", script, str(warehouse.duckdb_path)], check=True)
+    assert Path(f"{warehouse.duckdb_path}.wal").exists()
+    result = cli(warehouse, "ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd")
+    assert result.exit_code == 0, result.output
+    assert "kept your own 1 table(s) and 1 view(s)" in result.output
+    assert not Path(f"{warehouse.duckdb_path}.wal").exists()
+    assert [p.name.endswith("warehouse.duckdb.wal") for p in (warehouse.root / "_quarantine").iterdir()] == [True]
+    con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    assert con.execute("SELECT x FROM my_notes").fetchall() == [(42,)]
+    assert con.execute("SELECT n FROM my_count").fetchall() == [(6,)]
+
+
+def test_a_copied_warehouse_gets_a_warehouse_duckdb_of_its_own(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    shutil.copytree(warehouse.root, tmp_path / "copy")
+    shutil.rmtree(warehouse.root)
+    copy = Warehouse(tmp_path / "copy")
+    assert check.check(copy).problems == [f"warehouse.duckdb: older than the catalog (or built for another folder)"] \
+        or not check.check(copy).ok
+    assert cli(copy, "ingest", str(GPT2)).exit_code == 0      # nothing new, but it republishes
+    assert published_counts(copy) == kwh_counts(copy) and check.check(copy).ok
+
+
+# -- readers see one snapshot -------------------------------------------------------------------
+
+def test_readers_never_see_half_a_run(new_warehouse):
+    warehouse = new_warehouse()
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    folders = [DATA / n for n in ("ncu-gpt2-h100", "ncu-llama-h100-variants", "ncu-custom-cupy-h100")]
+    env = {**os.environ, "PYTHONPATH": str(SRC), "KWH_WAREHOUSE": str(warehouse.root)}
+    if warehouse.catalog_url:
+        env["KWH_CATALOG"] = warehouse.catalog_url
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import sys; from kwarehouse.cli import main; "
+                               "[main(['ingest', f], standalone_mode=False) for f in sys.argv[1:]]; "
+                               "main(['compact'], standalone_mode=False)", *map(str, folders)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    torn, looks = [], 0
+    reader = Warehouse(warehouse.root, warehouse.catalog_url)
+    while writer.poll() is None or looks < 5:
+        con = reader.connect()
+        runs = {r for r, in con.execute("SELECT run_id FROM runs WHERE tool = 'ncu'").fetchall()}
+        kernels = {r for r, in con.execute("SELECT DISTINCT run_id FROM kernels").fetchall()}
+        con.close()
+        looks += 1
+        if runs != kernels:
+            torn.append((runs, kernels))
+    assert writer.returncode == 0, writer.stderr.read()
+    assert torn == [] and looks >= 5
+    assert len(kernels) == 4
+
+
+# -- partial copies and growing files -----------------------------------------------------------
+
+def test_a_partial_copy_is_replaced_by_its_complete_version(tmp_path, new_warehouse):
+    warehouse = new_warehouse()
+    folder = tmp_path / "drop" / "gpt2"
+    shutil.copytree(GPT2, folder)
+    for name in ("gpt2.details.csv", "gpt2.details.mangled.csv", "gpt2.raw.mangled.csv"):
+        (folder / name).unlink()
+    full = (folder / "gpt2.raw.csv").read_bytes()
+    lines = full.splitlines(keepends=True)
+    (folder / "gpt2.raw.csv").write_bytes(b"".join(lines[:-1]))     # cut exactly at a row end
+    first = pipeline.ingest([folder], warehouse)
+    assert [r.kernels for r in first.runs] == [2]
+    (folder / "gpt2.raw.csv").write_bytes(full)                      # the copy finished
+    shutil.copy(GPT2 / "gpt2.details.csv", folder)
+    second = cli(warehouse, "ingest", str(folder))
+    assert second.exit_code == 0, second.output
+    assert f"(replaces partial run {first.runs[0].run_id})" in second.output
+    assert rows(warehouse, "SELECT count(*), count(DISTINCT run_id) FROM kernels") == [(3, 1)]
+    assert rows(warehouse, "SELECT count(*) FROM runs") == [(1,)]
+    assert rows(warehouse, "SELECT count(*) FROM metrics WHERE run_id = ?", [first.runs[0].run_id]) == [(0,)]
+    assert cli(warehouse, "ingest", str(folder)).output.splitlines()[-1].startswith("ingested 0 run(s)")
+
+
+def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "gpt2"
+    shutil.copytree(GPT2, folder)
+    real = pipeline.readers.read_with
+
+    def growing(reader, path):
+        result = real(reader, path)
+        with open(path, "a") as handle:
+            handle.write("\n")
+        return result
+    monkeypatch.setattr(pipeline.readers, "read_with", growing)
+    report = pipeline.ingest([folder / "gpt2.raw.csv"], Warehouse(tmp_path / "wh"))
+    assert report.runs == [] and len(report.failed) == 1
+    assert "changed while it was being read" in report.failed[0]
+
+
+def test_bad_inputs_fail_one_file_each_and_later_folders_still_go_in(tmp_path):
+    bad = tmp_path / "bad"
+    for name, manifest in (("huge-batch", '{"model": "m", "batch": 1e20}'), ("nested", "[" * 100000),
+                           ("surrogate", '{"model": "\\ud800"}'), ("long-model", '{"model": "' + "m" * 300 + '"}')):
+        shutil.copytree(DATA / "ncu-gtx1080-raw", bad / name)
+        (bad / name / "manifest.json").write_text(manifest)
+    shutil.copytree(GPT2, tmp_path / "zz-good")
+    result = cli(Warehouse(tmp_path / "wh"), "ingest", str(bad), str(tmp_path / "zz-good"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 4
+    assert result.output.splitlines()[-1].startswith("ingested 1 run(s), 3 kernels")
+
+
+# -- crashes at every store step ----------------------------------------------------------------
+
+# Runs one ingest in a child process that dies (os._exit, no cleanup) at the named step.
+CRASH = """
+import os, sys
+from pathlib import Path
+from kwarehouse import catalog, pipeline, publish, store
+from kwarehouse.store import Warehouse
+
+step = sys.argv[3]
+def die(*args, **kwargs):
+    os._exit(9)
+def after(function):
+    def wrapped(*args, **kwargs):
+        function(*args, **kwargs)
+        os._exit(9)
+    return wrapped
+if step == "staged":
+    store.Warehouse.commit_many = die
+elif step == "intents":
+    real_replace = store.os.replace
+    store.os.replace = die
+elif step == "placed":
+    store.catalog.bump_generation = die          # inside the commit transaction, files in place
+elif step == "committed":
+    publish.publish = die                        # committed, warehouse.duckdb not rebuilt
+elif step == "building":
+    real_build = publish._build
+    def half_build(warehouse, fresh, snapshot, warnings):
+        import duckdb
+        duckdb.connect(str(fresh)).execute("CREATE TABLE half AS SELECT 1")
+        os._exit(9)
+    publish._build = half_build
+elif step == "published":
+    publish._fsync = after(publish._fsync)       # the new file is written, not yet swapped in
+pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))
+"""
+
+
+def crash_during_ingest(warehouse: Warehouse, step: str, folder: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", CRASH, str(warehouse.root), str(folder), step], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+
+
+def no_stray_files(warehouse: Warehouse) -> None:
+    """Every Parquet file in the table folders is committed or retired; staging holds nothing."""
+    import sqlalchemy as sa
+    with warehouse.reader.connect() as con:
+        known = set(con.execute(sa.select(store.catalog_parquet.c.path)).scalars())
+        known |= set(con.execute(sa.select(store.catalog_retired.c.path)).scalars())
+        assert con.execute(sa.select(sa.func.count()).select_from(store.write_intents)).scalar() == 0
+    on_disk = {p.relative_to(warehouse.root).as_posix() for p in parquet_files(warehouse.root)
+               if not p.relative_to(warehouse.root).as_posix().startswith("_")}
+    assert on_disk <= known
+    assert not any(p.is_file() for p in warehouse.staging.rglob("*"))
+
+
+@pytest.mark.parametrize("step", ["staged", "intents", "placed", "committed", "building", "published"])
+def test_kill_9_at_every_store_step_is_healed_by_the_next_command(tmp_path, step):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    crash_during_ingest(warehouse, step, GPT2)
+    healed = cli(Warehouse(warehouse.root), "ingest", str(GPT2))
+    assert healed.exit_code == 0, healed.output
+    assert kwh_counts(warehouse)[:2] == (2, 6)
+    assert published_counts(warehouse) == kwh_counts(warehouse)
+    no_stray_files(warehouse)
+    assert check.check(warehouse).ok
+
+
+# -- locks, workers, read-only warehouses, damaged catalogs and files ----------------------------
+
+def test_a_writer_waiting_for_a_lock_says_for_whom_and_honours_wait(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    with open(warehouse.root / ".kwh.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write("pid 4242 (kwh nightly) since 2026-11-23T02:00:00\n")
+        lock.flush()
+        started = time.monotonic()
+        result = CliRunner().invoke(main, ["-w", str(warehouse.root), "--wait", "0.5", "ingest",
+                                           str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd"])
+        assert 0.5 <= time.monotonic() - started < 10
+    assert result.exit_code == 1
+    assert "waiting for the writer lock" in result.output
+    assert "gave up after 0.5 s waiting for the writer lock, held by pid 4242 (kwh nightly)" in one_error_line(result)
+    assert len(warehouse.runs()) == 1
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_jobs_workers_die_with_a_killed_driver(tmp_path):
+    drop = tmp_path / "drop"
+    for source in sorted(DATA.iterdir()):
+        if source.is_dir() and source.name.startswith(EXPORT_FOLDERS):
+            shutil.copytree(source, drop / source.name)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "KWH_WAREHOUSE": str(tmp_path / "wh")}
+    driver = subprocess.Popen([sys.executable, "-m", "kwarehouse", "ingest", "--jobs", "2", str(drop)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while len(workers) < 2 and time.monotonic() < deadline and driver.poll() is None:
+        workers = {p for p in _children(driver.pid)
+                   if "spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")}
+        time.sleep(0.05)
+    if driver.poll() is not None:
+        pytest.skip("the ingest finished before its workers could be seen")
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2:3]
+              for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [p for p in workers if Path(f"/proc/{p}").exists()
+             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert workers and alive == []
+
+
+def _read_only_bind(source: Path, target: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    target.mkdir()
+    done = subprocess.run(["mount", "--bind", "-o", "ro", str(source), str(target)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_a_read_only_warehouse_can_be_read(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    target = tmp_path / "ro"
+    if not _read_only_bind(warehouse.root, target):
+        pytest.skip("needs root and mount --bind to make a read-only warehouse")
+    try:
+        readonly = Warehouse(target)
+        assert rows(readonly, "SELECT count(*) FROM kernels") == [(3,)]
+        assert cli(readonly, "summary").exit_code == 0
+        assert cli(readonly, "query", "bottleneck_class", "--limit", "1").exit_code == 0
+        result = cli(readonly, "ingest", str(DATA / "ncu-gtx1080-raw"))
+        assert result.exit_code == 1 and "is the warehouse read-only?" in one_error_line(result)
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+def test_a_damaged_catalog_is_one_line(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    (warehouse.root / "catalog.sqlite").write_bytes(b"this is not a database" * 300)
+    for args in (["sql", "SELECT 1"], ["ingest", str(DATA / "ncu-gtx1080-raw")], ["check"]):
+        result = cli(Warehouse(warehouse.root), *args)
+        assert result.exit_code == 1 and "the catalog cannot be read" in one_error_line(result), args
+
+
+def test_a_lost_parquet_file_is_reported_and_repaired_by_taking_its_run_out(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
+    pipeline.compact(warehouse)
+    lost = warehouse.committed_files("kernels")[0]
+    lost.unlink()
+    result = cli(warehouse, "sql", "SELECT count(*) FROM runs")
+    assert result.exit_code == 0 and "1 committed file(s)" in result.output and "run kwh check" in result.output
+    checked = cli(warehouse, "check")
+    assert checked.exit_code == 1 and "committed but missing" in checked.output
+    repaired = cli(warehouse, "check", "--repair")
+    assert repaired.exit_code == 0 and "ingest its sources again to restore it" in repaired.output
+    assert kwh_counts(warehouse)[:2] == (1, 0)
+    assert pipeline.ingest([GPT2], warehouse).runs[0].kernels == 3
+    assert kwh_counts(warehouse)[:2] == (2, 3) and published_counts(warehouse) == kwh_counts(warehouse)
+
+
+def test_renormalize_rewrites_a_compacted_file_once_per_batch_not_once_per_run(ingested, monkeypatch):
+    pipeline.compact(ingested)
+    (ingested.rules_dir).mkdir(exist_ok=True)
+    (ingested.rules_dir / "op_class_rules.csv").write_text("field,pattern,op_class\nbase,.,everything\n")
+    written = []
+    real = store.Warehouse._stage_chunks
+    monkeypatch.setattr(store.Warehouse, "_stage_chunks",
+                        lambda self, stage, relative, name, chunks: written.append(relative)
+                        or real(self, stage, relative, name, chunks))
+    report = pipeline.renormalize(ingested)
+    assert len(report.changed) > 3
+    shared = {p.parent for p in ingested.committed_files("kernels")}
+    assert len(written) <= 2 * len(shared) + 2    # kernels and metrics files, once each
+    assert rows(ingested, "SELECT DISTINCT op_class FROM kernels") == [("everything",)]
