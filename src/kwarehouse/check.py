@@ -39,13 +39,14 @@ class CheckReport:
         return not self.problems
 
 
-def check(warehouse: Warehouse, repair: bool = False) -> CheckReport:
-    """Check the warehouse (raises KwhError when its catalog is missing or another warehouse's)."""
+def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> CheckReport:
+    """Check the warehouse (raises KwhError when its catalog is missing or another warehouse's).
+    quick: read only each Parquet file's footer, not every page."""
     if repair:
         report = CheckReport()
         with warehouse.writer() as repairs:
             report.repaired.extend(repairs)
-            found = _inspect(warehouse)
+            found = _inspect(warehouse, quick)
             damaged = found.damaged_runs
             if damaged:
                 sources = _sources_of(warehouse, damaged)
@@ -60,10 +61,10 @@ def check(warehouse: Warehouse, repair: bool = False) -> CheckReport:
             if publish.is_stale(warehouse) or not _duckdb_opens(warehouse):
                 publish.publish(warehouse)
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
-        after = check(warehouse)
+        after = check(warehouse, quick=quick)
         after.repaired = report.repaired
         return after
-    found = _inspect(warehouse)
+    found = _inspect(warehouse, quick)
     report = CheckReport(runs=found.runs, files=found.files, problems=found.problems, notes=found.notes)
     return report
 
@@ -78,7 +79,7 @@ class _Found:
     corrupt: list[str] = field(default_factory=list)
 
 
-def _inspect(warehouse: Warehouse) -> _Found:
+def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
     found = _Found()
     root = warehouse.root
     if not warehouse.exists:
@@ -100,9 +101,13 @@ def _inspect(warehouse: Warehouse) -> _Found:
             found.problems.append(f"{path}: committed but missing" + _runs_note(runs_of.get(path)))
         else:
             try:
-                pq.ParquetFile(target).metadata
+                if quick:
+                    pq.ParquetFile(target).metadata
+                else:   # every page: a file can have a sound footer and damaged data
+                    for _ in pq.ParquetFile(target).iter_batches(batch_size=65_536):
+                        pass
                 continue
-            except Exception:   # noqa: BLE001 - any failure to read the footer means a damaged file
+            except Exception:   # noqa: BLE001 - any failure to read the file means a damaged file
                 found.problems.append(f"{path}: committed but unreadable (damaged)" + _runs_note(runs_of.get(path)))
                 found.corrupt.append(path)
         found.damaged_runs |= runs_of.get(path, set())
@@ -132,10 +137,10 @@ def _inspect(warehouse: Warehouse) -> _Found:
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
     if not warehouse.duckdb_path.exists():
         found.problems.append(f"{warehouse.duckdb_path.name}: missing")
+    elif publish.is_stale(warehouse):
+        found.problems.append(f"{warehouse.duckdb_path.name}: older than the catalog (or built for another folder)")
     elif not _duckdb_opens(warehouse):
         found.problems.append(f"{warehouse.duckdb_path.name}: cannot be opened (damaged, or open in a DuckDB session)")
-    elif publish.is_stale(warehouse):
-        found.problems.append(f"{warehouse.duckdb_path.name}: older than the catalog (or changed since kwh wrote it)")
     return found
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import sys
 from pathlib import Path
@@ -30,6 +31,42 @@ class KwhGroup(click.Group):
         except KwhError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
+        except OSError as exc:
+            # the machine's trouble (a full disk, a file that vanished), not a bug: one line
+            where = exc.filename or "kwh"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
+                click.echo(f"Error: {where}: the disk is full; the step that failed committed nothing and "
+                           "what was committed before it is kept: free space and run the command again", err=True)
+            elif isinstance(exc, FileNotFoundError) and ".parquet" in str(exc):
+                click.echo(f"Error: {exc.filename or str(exc).splitlines()[0]}: a committed Parquet file is missing; "
+                           "run kwh check --repair", err=True)
+            else:
+                click.echo(f"Error: {where}: {exc.strerror or str(exc).splitlines()[0]}", err=True)
+            ctx.exit(1)
+        except Exception as exc:
+            line = _storage_error(exc)
+            if line is None:
+                raise
+            click.echo(f"Error: {line}", err=True)
+            ctx.exit(1)
+
+
+def _storage_error(exc: Exception) -> str | None:
+    """One line for the failures of the storage underneath (catalog database, DuckDB, Parquet), which
+    say that a file or the disk is in trouble, not that kwh has a bug; None for anything else."""
+    import duckdb
+    import pyarrow as pa
+    import sqlalchemy as sa
+    text = (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0][:300]
+    if "No space left" in text or "disk is full" in text or "database or disk is full" in text:
+        return (f"the disk is full ({text}); the step that failed committed nothing and what was committed "
+                "before it is kept: free space and run the command again")
+    if isinstance(exc, sa.exc.DatabaseError):
+        from kwarehouse.store import _database_error
+        return str(_database_error("the catalog", exc))
+    if isinstance(exc, (duckdb.Error, pa.ArrowException)):
+        return f"{text}: a warehouse file cannot be read (damaged?); run kwh check, then kwh check --repair"
+    return None
 
 
 @click.group(cls=KwhGroup)
@@ -113,7 +150,7 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, sp
         click.echo(f"{verb} {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels "
                    f"from {len(run.files)} file(s){replaced}")
     for path, why in report.skipped:
-        if why.startswith("already ingested"):
+        if why != "no reader for this kind of file":
             click.echo(f"skipped {path}: {why}")
     for line in report.failed:
         click.echo(f"Error: {line}", err=True)
@@ -158,11 +195,14 @@ def _run_sql(con, query: str):
     import duckdb
     try:
         cursor = con.execute(query)
+        if cursor.description is not None:
+            return [d[0] for d in cursor.description], cursor.fetchall()
     except duckdb.Error as exc:
-        raise KwhError(str(exc).splitlines()[0]) from None
-    if cursor.description is None:
-        return [], []
-    return [d[0] for d in cursor.description], cursor.fetchall()
+        line = str(exc).splitlines()[0]
+        if isinstance(exc, duckdb.IOException) or "parquet" in line.lower() or "buffer" in line.lower():
+            line += " (a damaged warehouse file? kwh check finds it)"
+        raise KwhError(line) from None
+    return [], []
 
 
 @main.command()
@@ -507,8 +547,10 @@ def nightly(warehouse: Warehouse, drop, settle):
 @main.command()
 @click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt; take out runs whose files are lost "
                                              "(and say which sources to ingest again). Never deletes unknown files.")
+@click.option("--quick", is_flag=True, help="Read each Parquet file's footer only, not every page (faster on "
+                                            "large warehouses; misses damaged data pages).")
 @click.pass_obj
-def check(warehouse: Warehouse, repair):
+def check(warehouse: Warehouse, repair, quick):
     """Check that the catalog, the Parquet files and warehouse.duckdb agree; one line per problem.
 
     Exit status 1 when a problem remains.
@@ -520,7 +562,7 @@ def check(warehouse: Warehouse, repair):
     """
     from kwarehouse import check as check_lib
     _require_warehouse(warehouse)
-    report = check_lib.check(warehouse, repair=repair)
+    report = check_lib.check(warehouse, repair=repair, quick=quick)
     for line in report.repaired:
         click.echo(f"Repaired: {line}")
     for line in report.notes:

@@ -42,8 +42,8 @@ class IngestContext:
     tags: dict[str, str]
     ingested: dict[str, str]          # sha256 -> run id of every file already in the warehouse
     ingested_paths: frozenset[str]    # where they were read from (a longer file there may replace a run)
-    driver_pid: int = 0               # workers stop when it is gone
     existing_runs: frozenset[str]
+    driver_pid: int = 0               # workers stop when it is gone
 
 
 @dataclass
@@ -109,8 +109,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
         context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
-                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()), os.getpid(),
-                                frozenset(run_id for run_id, _, _ in warehouse.runs()))
+                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
+                                frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid())
         jobs = [(i, [(str(p), explicit) for p, explicit in batch]) for i, batch in enumerate(batches)]
         seen: set[str] = set()
         metadata: dict = {}

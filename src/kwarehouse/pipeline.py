@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -17,6 +19,7 @@ import pyarrow as pa
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, schema
 from kwarehouse.errors import InputError, KwhError, display_path
+from kwarehouse.ingest import base as reader_base
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
@@ -24,6 +27,9 @@ from kwarehouse.store import IngestedFile, Warehouse
 
 # Files that sit beside exports and are read as metadata, never as exports.
 SIDECAR_SUFFIXES = (".log", ".txt", ".md")
+# Names that copy tools give a file while it is still arriving (rsync's dot-files are hidden files,
+# skipped anyway): such a file is left for a later ingest, once it has its final name.
+TEMPORARY_SUFFIXES = (".part", ".partial", ".tmp", ".temp", ".crdownload", ".download", ".filepart", "~")
 # A file whose name says it should be an export: unrecognised content is an error, not a skip.
 EXPORT_SUFFIXES = (".csv", ".sqlite", ".ncu-rep", ".nsys-rep", ".qdrep", ".gz")
 # The launch fields that identify a profiled launch in every page of one report.
@@ -70,28 +76,51 @@ class _Source:
     supersedes: str | None = None   # a run ingested from a shorter, partial copy of this file
 
 
-def discover(sources: Iterable[Path]) -> list[tuple[Path, bool]]:
+def discover(sources: Iterable[Path], report: IngestReport | None = None) -> list[tuple[Path, bool]]:
     """Every file under `sources`, with whether the user named it directly. Symlinked folders are
-    not followed (no loops); hidden files and folders are skipped."""
+    not followed (no loops) and unreadable folders cannot be: both go to `report` (skipped and failed)
+    so nothing is left out without a word. Hidden files and folders are skipped."""
     found = []
     for source in sources:
         source = Path(source)
         if source.is_dir():
-            for folder, dirs, files in os.walk(source, followlinks=False):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            def unreadable(error: OSError) -> None:
+                if report is not None:
+                    report.failed.append(f"{display_path(error.filename)}: cannot read this folder "
+                                         f"({error.strerror}); its files were not ingested: check its permissions")
+            for folder, dirs, files in os.walk(source, followlinks=False, onerror=unreadable):
+                linked = [d for d in dirs if not d.startswith(".") and os.path.islink(os.path.join(folder, d))]
+                if report is not None:
+                    report.skipped.extend((display_path(Path(folder) / d), "a symbolic link to a folder: not followed "
+                                           "(no loops); name it on the command line to ingest it") for d in linked)
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in linked)
                 found.extend((Path(folder) / f, False) for f in sorted(files) if not f.startswith("."))
         elif source.exists() or source.is_symlink():
             found.append((source, True))
         else:
-            raise KwhError(f"{source}: no such file or folder")
+            raise KwhError(f"{display_path(source)}: no such file or folder")
     return found
 
 
 def sha256_of(path: Path) -> str:
+    """The content's hash; for a gzip-compressed export, of what it decompresses to, so a compressed
+    copy of a file already ingested is recognised as the same file."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(HASH_CHUNK):
-            digest.update(chunk)
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        handle = gzip.GzipFile(fileobj=raw) if compressed else raw
+        read = 0
+        try:
+            while chunk := handle.read(HASH_CHUNK):
+                digest.update(chunk)
+                read += len(chunk)
+                if compressed and read > reader_base.MAX_READ_BYTES:
+                    raise InputError(path, f"decompresses to more than {reader_base.MAX_READ_BYTES / 1e9:.1f} GB; "
+                                           "no export is that large: export fewer launches per file")
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(path, f"compressed file cannot be read to its end ({exc}); still being copied, "
+                                   "or truncated? wait for it or compress it again") from None
     return digest.hexdigest()
 
 
@@ -114,8 +143,8 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         model = check_name("model", model, "--model")
     if "gpu" in tags:
         tags["gpu"] = check_name("gpu", tags["gpu"], "--tag gpu")
-    batches = folder_batches(sources)
     report = IngestReport()
+    batches = folder_batches(sources, report)
     if settle_seconds:
         batches = _settled(batches, settle_seconds, report)
     if fan_out is not None:
@@ -156,10 +185,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     return report
 
 
-def folder_batches(sources: Iterable[Path]) -> list[list[tuple[Path, bool]]]:
+def folder_batches(sources: Iterable[Path], report: IngestReport | None = None) -> list[list[tuple[Path, bool]]]:
     """The files under `sources` (see discover), one list per folder, in discovery order."""
     batches: dict[Path, list[tuple[Path, bool]]] = {}
-    for path, explicit in discover(sources):
+    for path, explicit in discover(sources, report):
         batches.setdefault(path.parent.absolute(), []).append((path, explicit))
     return list(batches.values())
 
@@ -290,6 +319,10 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         raise InputError(path, "file is not readable; check its permissions")
     if not explicit and (path.name.startswith("manifest") and path.suffix == ".json"
                          or path.suffix in SIDECAR_SUFFIXES):
+        return None
+    if not explicit and path.name.lower().endswith(TEMPORARY_SUFFIXES):
+        report.skipped.append((display_path(path), "a temporary name (a copy still arriving?); left for the "
+                                                   "ingest after it gets its final name"))
         return None
     readers.reject_empty(path)
     reader = readers.reader_named(format) if format else readers.sniff(path)

@@ -91,7 +91,15 @@ def publish(warehouse) -> list[str]:
     warnings: list[str] = []
     try:
         snapshot = warehouse.snapshot()
-        _build(warehouse, fresh, snapshot, warnings)
+        try:
+            _build(warehouse, fresh, snapshot, warnings)
+        except InUse as busy:
+            # A live session has written to it: replacing the file (and moving its WAL) would take
+            # its work away from it. Left as it is; stale, so the next writer tries again.
+            warnings.append(f"{warehouse.duckdb_path.name} was not rebuilt and lacks the newest changes: a DuckDB "
+                            f"session has it open and changed it ({busy}); close that session, then run any "
+                            "writing command (or kwh check --repair)")
+            return _warn(warnings)
         _fsync(fresh)
         wal = Path(f"{warehouse.duckdb_path}.wal")
         if wal.exists():
@@ -113,6 +121,14 @@ def publish(warehouse) -> list[str]:
             (root / path).unlink(missing_ok=True)
         with engine.begin() as con:
             con.execute(write_intents.delete().where(write_intents.c.path.in_(temporary)))
+    return _warn(warnings)
+
+
+class InUse(Exception):
+    """warehouse.duckdb is held by a live DuckDB session that changed it."""
+
+
+def _warn(warnings: list[str]) -> list[str]:
     for line in warnings:
         print(f"kwh: {line}", file=sys.stderr)
     return warnings
@@ -156,6 +172,8 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
     except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise InUse(str(exc).splitlines()[0][:160]) from None
         kept = quarantine(warehouse.root, old, copy=True)
         warnings.append(f"could not open the previous {old.name} to keep tables or views of yours in it "
                         f"({str(exc).splitlines()[0][:120]}); a copy is kept at {kept}")

@@ -60,6 +60,8 @@ RETIRE_GRACE = timedelta(minutes=10)
 # values are cut and end in "~<hash>"; the real value is kept in the catalog and the views show it.
 MAX_PARTITION_BYTES = 120
 QUARANTINE = "_quarantine"
+# How long a command waits for a catalog.sqlite another process holds locked (without --wait).
+CATALOG_BUSY_SECONDS = 120
 # How often a writer waiting for another's lock looks again.
 LOCK_POLL_SECONDS = 0.2
 
@@ -107,6 +109,8 @@ def partition_value(value: str) -> str:
     encoded = quote(value, safe=" -_.()+,@", errors="surrogatepass")
     if encoded.startswith("."):
         encoded = "%2E" + encoded[1:]
+    if encoded == "__HIVE_DEFAULT_PARTITION__":     # readers take that folder name for NULL
+        encoded = "%5F" + encoded[1:]
     if encoded.lower().endswith(".parquet"):
         encoded = encoded[:-8] + "%2E" + encoded[-7:]
     if len(encoded) > MAX_PARTITION_BYTES:
@@ -128,13 +132,17 @@ catalog_engine_url = catalog.engine_url
 def _database_error(where: str, exc: Exception) -> KwhError:
     """A catalog that cannot be read or written, as one line that says what to do."""
     text = str(getattr(exc, "orig", exc)).splitlines()[0] if str(getattr(exc, "orig", exc)) else type(exc).__name__
+    if "locked" in text.lower() or "busy" in text.lower():
+        return KwhError(f"{where}: the catalog is busy: another process holds a lock on it (a sqlite3 session, a "
+                        "backup, a hung kwh?); nothing was changed: try again when it is free (--wait sets how long "
+                        "to wait)")
     if "full" in text.lower():
         return KwhError(f"{where}: the disk is full ({text}); nothing was committed by the failed step: "
                         "free space and run the command again")
     if isinstance(exc, sa.exc.OperationalError) and ("connect" in text.lower() or "does not exist" in text.lower()):
         return KwhError(f"cannot reach the catalog {where}: {text}")
-    return KwhError(f"{where}: the catalog cannot be read ({text}); restore it from a backup "
-                    "(kwh check says what it affects)")
+    return KwhError(f"{where}: the catalog cannot be read ({text}); restore it from a backup (the Parquet "
+                    "files are untouched; kwh check --repair then reconciles them with it)")
 
 
 class Warehouse:
@@ -172,14 +180,31 @@ class Warehouse:
                 return None
             # mode=ro: a reader works on a read-only warehouse and never creates the file
             return sa.create_engine(f"sqlite:///file:{quote(str(path))}?mode=ro&uri=true",
-                                    connect_args={"timeout": 120})
+                                    connect_args={"timeout": self._busy_timeout})
         # a busy catalog (another writer's transaction) is waited for, not failed on
-        return sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 120})
+        return sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": self._busy_timeout})
+
+    @property
+    def _busy_timeout(self) -> float:
+        """How long SQLite waits for a catalog another process has locked: --wait when given."""
+        return self.wait if self.wait is not None else CATALOG_BUSY_SECONDS
 
     def _verify(self, engine: sa.Engine | None, create: bool) -> bool:
         """Check that the catalog belongs to this folder (see catalog.py); with `create`, make a new
         warehouse's catalog and identity, or give an older kwh's warehouse its identity. Returns
         whether a warehouse exists here."""
+        try:
+            return self._verify_once(engine, create)
+        except KwhError:
+            if not create:
+                raise
+            # Another process may be creating this warehouse right now (it has written the catalog's
+            # id but not yet warehouse.json): look again once its creation lock is free.
+            with self._lock(".kwh.catalog.lock", "catalog creation"):
+                pass
+            return self._verify_once(engine, create)
+
+    def _verify_once(self, engine: sa.Engine | None, create: bool) -> bool:
         folder_id = catalog.read_folder_id(self.root)
         try:
             has_catalog, catalog_id, run_count = catalog.catalog_state(engine) if engine else (False, None, 0)
@@ -192,7 +217,8 @@ class Warehouse:
             raise KwhError(f"{self.root}: its catalog {where} belongs to another warehouse (id {catalog_id}, "
                            f"this folder is {folder_id}); pass the right --catalog (or KWH_CATALOG) or --warehouse")
         if folder_id and not catalog_id:
-            state = "empty" if engine is not None and (has_catalog or self.catalog_url) else "missing"
+            state = "empty" if engine is not None and (has_catalog or self.catalog_url
+                                                       or (self.root / "catalog.sqlite").exists()) else "missing"
             if has_catalog and run_count:
                 state = "not this warehouse's (it has no warehouse id)"
             raise KwhError(f"{self.root} is a kwh warehouse (id {folder_id}) but its catalog {where} is {state}; "
@@ -378,6 +404,10 @@ class Warehouse:
         with self._lock(".kwh.lock", "writer"):
             engine = self.engine
             repairs = self.repair()
+            missing = self.missing_files()
+            if missing:
+                print(f"kwh: warning: {len(missing)} committed file(s) of {self.root} are missing (first: "
+                      f"{missing[0]}): run kwh check --repair", file=sys.stderr)
             session = f"_staging/{uuid.uuid4().hex[:12]}"
             with engine.begin() as con:
                 con.execute(write_intents.insert().values(path=session, kind="staging", created_at=catalog.now()))
@@ -690,8 +720,11 @@ class Warehouse:
         now = catalog.now()
         expired = [p for p, at in retired.items() if now - at > RETIRE_GRACE]
         if expired:
-            # warehouse.duckdb may still name them (its last rebuild failed): rebuild it first
+            # warehouse.duckdb may still name them (its last rebuild failed): rebuild it first, and
+            # keep them while it cannot be rebuilt
             publish.publish_if_stale(self)
+            if publish.is_stale(self):
+                return repairs
             with self.engine.begin() as con:
                 con.execute(catalog_retired.delete().where(catalog_retired.c.path.in_(expired)))
             for path in expired:
@@ -747,16 +780,26 @@ class Warehouse:
                               f'{" UNION ALL BY NAME ".join(sources)})')
         return statements
 
+    def missing_files(self, snapshot: Snapshot | None = None) -> list[str]:
+        """Committed files that are not on disk (kwh check --repair takes their runs out)."""
+        snapshot = snapshot or self.snapshot()
+        return [p for paths in snapshot.files.values() for p in paths if not (self.root / p).exists()]
+
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with every warehouse table as a view."""
         snapshot = self.snapshot()
-        missing = [p for paths in snapshot.files.values() for p in paths if not (self.root / p).exists()]
+        missing = self.missing_files(snapshot)
         if missing:
             print(f"kwh: warning: {len(missing)} committed file(s) of {self.root} are missing (first: {missing[0]}); "
                   "their rows are left out of every answer: run kwh check", file=sys.stderr)
         con = duckdb.connect()
         for statement in self.view_sql(snapshot):
-            con.execute(statement)
+            try:
+                con.execute(statement)
+            except duckdb.Error as exc:
+                con.close()
+                raise KwhError(f"{self.root}: a committed Parquet file cannot be read ({_first_line(exc)}); "
+                               "run kwh check --repair") from None
         _add_reference_tables(con)
         views.create_all(con, self.root)
         return con
@@ -769,6 +812,10 @@ class Warehouse:
         """Rebuild warehouse.duckdb now (see publish.py)."""
         from kwarehouse import publish
         publish.publish(self)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _real_names(relative: Path, names: dict[tuple[str, str], str]) -> dict[str, str]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import duckdb
+
 from kwarehouse.errors import InputError, KwhError
 
 THRESHOLDS_FILE = "bottleneck_thresholds.csv"
@@ -98,7 +100,7 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
     for view in creation_order():
         try:
             con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')
-        except Exception as exc:
+        except (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException) as exc:
             raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}") from exc
 
 
