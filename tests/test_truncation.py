@@ -199,3 +199,12 @@ def test_a_gzipped_export_is_ingested_from_a_folder(tmp_path):
     report = pipeline.ingest([tmp_path / "runs"], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and [r.kernels for r in report.runs] == [3]
     assert not list(tmp_path.glob("runs/**/kwh-gunzip-*"))
+
+
+def test_a_complete_raw_page_saved_without_its_final_newline_is_read(tmp_path):
+    """Every field of the last row is there and closed: a complete file, not a cut one."""
+    full = (DATA / "ncu-gpt2-h100" / "gpt2.raw.csv").read_bytes()
+    whole = cut(DATA / "ncu-gpt2-h100" / "gpt2.raw.csv", tmp_path / "whole.raw.csv", len(full) - 1)
+    assert rows(ingest.read(whole)) == rows(ingest.read(DATA / "ncu-gpt2-h100" / "gpt2.raw.csv"))
+    short = cut(DATA / "ncu-gpt2-h100" / "gpt2.raw.csv", tmp_path / "short.raw.csv", len(full) - 3)
+    assert "middle of a row" in refused(short)

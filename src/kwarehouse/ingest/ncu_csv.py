@@ -107,8 +107,12 @@ def read_table(path: Path) -> NcuTable:
     # ncu ends every line it writes, the last one too (every real export seen does): a last row
     # without its newline is a file cut short - still being copied, or truncated. No ncu cell holds
     # a newline, so a line is a row.
+    # A last row without its newline that still has every field, closed, is a complete file someone
+    # saved without the final newline (a cut between fields leaves fewer fields).
     last = lines[kept[-1]].rstrip(b"\r")
-    if kept[-1] == len(lines) - 1 or not (last.endswith(b'"') or last.endswith(b",")):
+    unterminated = kept[-1] == len(lines) - 1 and not (
+        len(kept) > 1 and last.endswith(b'"') and _fields(last) == _fields(lines[kept[0]]))
+    if unterminated or not (last.endswith(b'"') or last.endswith(b",")):
         raise InputError(path, TRUNCATED_ROW, line=line_numbers[kept[-1]])
     if len(kept) == len(lines) - 1:
         body = table            # nothing to drop but the empty string after the last newline
@@ -130,6 +134,11 @@ def read_table(path: Path) -> NcuTable:
     if len(set(frame.columns)) != len(frame.columns):
         raise InputError(path, "header repeats a column name; not an ncu CSV export", line=header_line)
     return NcuTable(frame, line_numbers[1:], header_line)
+
+
+def _fields(line: bytes) -> int:
+    """How many CSV fields one line holds."""
+    return len(next(csv.reader([line.decode("utf-8", "replace")]), []))
 
 
 def _locate_bad_row(body: bytes) -> tuple[int, str] | None:
