@@ -658,3 +658,24 @@ def test_a_live_duckdb_session_that_changed_warehouse_duckdb_keeps_it(tmp_path):
     con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
     assert con.execute("SELECT count(*) FROM keepme").fetchall() == [(10,)]
     assert con.execute("SELECT count(*) FROM runs").fetchall() == [(2,)]
+
+
+def test_a_warehouse_of_the_previous_kwh_is_read_and_upgraded(tmp_path):
+    """Catalog version 2 (no identity, no write intents, no file sizes), as the last release wrote it."""
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2], warehouse)
+    with sqlite3.connect(warehouse.root / "catalog.sqlite") as con:
+        con.execute("DROP TABLE write_intents")
+        con.execute("ALTER TABLE ingested_files DROP COLUMN size")
+        con.execute("DELETE FROM catalog_info WHERE key != 'version'")
+        con.execute("UPDATE catalog_info SET value = '2' WHERE key = 'version'")
+    (warehouse.root / "warehouse.json").unlink()
+    assert cli(Warehouse(warehouse.root), "sql", "SELECT count(*) FROM kernels").output.splitlines()[2].strip() == "3"
+    result = cli(Warehouse(warehouse.root), "ingest", str(GPT2), str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1].startswith("ingested 1 run(s), 3 kernels; 4 already ingested")
+    with sqlite3.connect(warehouse.root / "catalog.sqlite") as con:
+        assert con.execute("SELECT value FROM catalog_info WHERE key = 'version'").fetchall() == [("3",)]
+        ids = con.execute("SELECT value FROM catalog_info WHERE key = 'warehouse_id'").fetchall()
+    assert ids and (warehouse.root / "warehouse.json").read_text().count(ids[0][0]) == 1
+    assert check.check(Warehouse(warehouse.root)).ok

@@ -105,6 +105,9 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
     """pipeline.ingest with the folders prepared by `fan_out` and committed here."""
     report = report or pipeline.IngestReport()
     if not batches:
+        if warehouse.has_leftovers():     # nothing to read, but a crashed writer's work to undo
+            with warehouse.writer() as repairs:
+                report.repairs.extend(repairs)
         return report
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)

@@ -261,6 +261,11 @@ class Warehouse:
             return False
         if self._verify(engine, create=False):
             self._read_engine = engine
+            if _catalog_version(engine) < CATALOG_VERSION:
+                # an older kwh's catalog: upgrade it now (readers too use its newer tables), unless
+                # the warehouse is read-only, where reading what it has still works
+                with contextlib.suppress(KwhError, OSError):
+                    self._read_engine = self.engine
             return True
         if engine is not None:
             engine.dispose()
@@ -812,6 +817,11 @@ class Warehouse:
         """Rebuild warehouse.duckdb now (see publish.py)."""
         from kwarehouse import publish
         publish.publish(self)
+
+
+def _catalog_version(engine: sa.Engine) -> int:
+    with engine.connect() as con:
+        return int(con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "version")).scalar() or 0)
 
 
 def _first_line(exc: BaseException) -> str:
