@@ -459,7 +459,8 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
 
     BASELINE and CANDIDATE are run ids (or unique prefixes) or selectors key=value[,key=value]
     over model, gpu, date, tool and tag.NAME; several runs on a side are averaged per run, and
-    each kernel gets a significance note.
+    each kernel gets a significance note. When both sides hold ncu runs and traces, the ncu runs
+    are compared (add tool=torch or tool=nsys to compare the traces).
 
     \b
     Example:

@@ -114,10 +114,16 @@ def resolve(warehouse: Warehouse, selector: str) -> list[tuple[str, str]]:
 
 def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: float = 5.0) -> Diff:
     sides = [resolve(warehouse, baseline), resolve(warehouse, candidate)]
-    tools = {tool for side in sides for _, tool in side}
-    timeline = tools != {"ncu"}
-    if timeline and "ncu" in tools:
-        raise KwhError("one side has ncu runs and the other nsys/torch runs; compare runs of one kind")
+    # A side may hold a model's ncu run and its traces: compare the kind both sides have, ncu first
+    # (its counters also give the bottleneck); `tool=torch` in a selector picks the traces.
+    kinds = [{tool == "ncu" for _, tool in side} for side in sides]
+    if all(True in kind for kind in kinds):
+        sides = [[(r, t) for r, t in side if t == "ncu"] for side in sides]
+    elif all(False in kind for kind in kinds):
+        sides = [[(r, t) for r, t in side if t != "ncu"] for side in sides]
+    else:
+        raise KwhError("one side has only ncu runs and the other only nsys/torch runs; compare runs of one kind")
+    timeline = sides[0][0][1] != "ncu"
     ids = [[run for run, _ in side] for side in sides]
     con = warehouse.connect()
     try:
