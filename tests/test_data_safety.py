@@ -362,11 +362,17 @@ elif step == "building":
     publish._build = half_build
 elif step == "published":
     publish._fsync = after(publish._fsync)       # the new file is written, not yet swapped in
-pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))
+if sys.argv[2] == "compact":
+    pipeline.compact(Warehouse(sys.argv[1]))
+elif sys.argv[2] == "rollup":
+    from kwarehouse import rollup
+    rollup.rollup(Warehouse(sys.argv[1]))
+else:
+    pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))
 """
 
 
-def crash_during_ingest(warehouse: Warehouse, step: str, folder: Path) -> None:
+def crash_during_ingest(warehouse: Warehouse, step: str, folder: Path | str) -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run([sys.executable, "-c", CRASH, str(warehouse.root), str(folder), step], env=env,
                           capture_output=True, text=True)
@@ -379,6 +385,7 @@ def no_stray_files(warehouse: Warehouse) -> None:
     with warehouse.reader.connect() as con:
         known = set(con.execute(sa.select(store.catalog_parquet.c.path)).scalars())
         known |= set(con.execute(sa.select(store.catalog_retired.c.path)).scalars())
+        known |= set(con.execute(sa.select(store.catalog_rollup_files.c.path)).scalars())
         assert con.execute(sa.select(sa.func.count()).select_from(store.write_intents)).scalar() == 0
     on_disk = {p.relative_to(warehouse.root).as_posix() for p in parquet_files(warehouse.root)
                if not p.relative_to(warehouse.root).as_posix().startswith("_")}
@@ -395,6 +402,20 @@ def test_kill_9_at_every_store_step_is_healed_by_the_next_command(tmp_path, step
     assert healed.exit_code == 0, healed.output
     assert kwh_counts(warehouse)[:2] == (2, 6)
     assert published_counts(warehouse) == kwh_counts(warehouse)
+    no_stray_files(warehouse)
+    assert check.check(warehouse).ok
+
+
+@pytest.mark.parametrize("command", ["compact", "rollup"])
+@pytest.mark.parametrize("step", ["placed", "committed"])
+def test_kill_9_during_compact_or_rollup_is_healed_by_the_next_command(tmp_path, command, step):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)     # two runs in gpt2's runs partition
+    before = kwh_counts(warehouse)
+    crash_during_ingest(warehouse, step, command)
+    healed = cli(Warehouse(warehouse.root), command)
+    assert healed.exit_code == 0, healed.output
+    assert kwh_counts(warehouse) == before == published_counts(warehouse)
     no_stray_files(warehouse)
     assert check.check(warehouse).ok
 
