@@ -16,6 +16,7 @@ from kwarehouse.normalize import classify, identity, nvtx
 from kwarehouse.store import Warehouse
 
 PAIRS = DATA / "kernel-names" / "pairs.csv"
+MATH_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "unknown")
 
 
 
@@ -159,6 +160,54 @@ def test_library_and_op_class_of_real_names(name, library, op_class):
               "kernel_signature": ident.kernel_signature}
     assert classify.classify(classify.builtin_rules("library"), values) == library
     assert classify.classify(classify.builtin_rules("op_class"), values) == op_class
+
+
+# Real names (corpus and tests/data) with the precision they compute in. The nvjet and xmma ones are
+# confirmed by ncu's tensor counters in ../shared/corpus/h100-2026-11b (sm__ops_path_tensor_src_bf16_dst_fp32
+# for gpt2/llama's tst GEMMs, src_fp16 for resnet18's f16f16 convolutions and hsh addmm); cuDNN's generated
+# SDPA kernel says f16 but runs bf16 in gpt2 (its counters), so its name alone gives unknown.
+REAL_DTYPE_NAMES = [
+    ("nvjet_sm90_tst_176x128_64x5_1x2_h_bz_TNN", "bf16"),
+    ("nvjet_sm90_tst_192x96_64x5_2x1_v_bz_coopB_bias_NNT", "bf16"),
+    ("nvjet_sm90_hsh_64x8_64x16_2x4_h_bz_bias_TNT", "fp16"),
+    ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "fp16"),
+    ("sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_tensor1688_execute_kernel_kernel__5x_cudnn", "fp16"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0", "unknown"),
+    ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>(T1::Params)", "bf16"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x1_tn_align8>(T1::Params)", "bf16"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(T1::Params)", "fp32"),
+    ("void precomputed_convolve_sgemm<__half, 128, 6, 7, 3, 3, 5, 1, 0>(int, int, int, const T1 *, int, T1 *, "
+     "const T1 *, kernel_conv_params, unsigned long long, int, float, float, int, bool, bool, const T1 *)", "fp32"),
+    ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<(int)128, (int)64, (int)128, (int)4, (bool)0, "
+     "(bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, (int)128, (int)4, cutlass::bfloat16_t>>>", "bf16"),
+    ("triton_poi_fused__unsafe_view_mul_silu_1", "unknown"),
+    ("void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::BFloat16>, std::array<char *, 3>>(int, T2, T3)", "bf16"),
+    ("void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::Half>, std::array<char *, 3>>(int, T2, T3)", "fp16"),
+    ("void at::reduce_kernel<512, 1, at::ReduceOp<float, at::MeanOps<float, float, float, float>, unsigned int, float, 4, 4>>(T3)", "fp32"),
+    ("saxpy(double *, double *, double *, double, int)", "fp64"),
+    ("naive_sgemm", "fp32"),
+    ("cupy_multiply__float_float32_float32", "fp32"),
+    # a scalar `double` parameter (the learning rate) is not the data's type
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+     "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, "
+     "(at::native::ADAM_MODE)1, false>, float const*, double, double, double, double, double, bool, float const*, "
+     "float const*>(at::native::(anonymous namespace)::FusedOptimizerTensorListMetadata<4>)", "fp32"),
+    ("void native::vectorized_elementwise_kernel<2, native::FillFunctor<long>, std::array<char *, 1>>(int, T2, T3)", "unknown"),
+]
+
+
+@pytest.mark.parametrize("name, dtype", REAL_DTYPE_NAMES)
+def test_math_dtype_of_real_names(name, dtype):
+    assert classify.classify(classify.builtin_rules("math_dtype"), {"kernel_name": name}) == dtype
+
+
+def test_every_math_dtype_rule_names_a_known_dtype_and_matches_a_real_name():
+    names = distinct_names() + [n for n, _ in REAL_DTYPE_NAMES]
+    for rule in classify.builtin_rules("math_dtype"):
+        assert rule.label in MATH_DTYPES, rule.origin
+        # no FP8, TF32, INT8 or FP64/FP16 CuPy kernel in the corpus: those rules follow the libraries' naming
+        untested = rule.label.startswith("fp8") or rule.label in ("tf32", "int8") or "cupy" in rule.pattern.pattern
+        assert untested or any(rule.pattern.search(n) for n in names), f"{rule.origin}: no real name matches it"
 
 
 def test_the_framework_op_decides_for_generic_kernels():
@@ -338,7 +387,7 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
         old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernels')}", ""))
         assert old != path
         pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops",
-                                              "stall_long_scoreboard"]), old)
+                                              "stall_long_scoreboard", "math_dtype"]), old)
         path.unlink()
         with ingested.engine.begin() as con:   # an older kwh named its files without the schema mark
             for listing in (store.catalog_parquet, store.catalog_parquet_runs):

@@ -42,6 +42,7 @@ CREATE TABLE kernels (
     kernel_id                  VARCHAR NOT NULL, -- 16 hex digits of sha256(kernel_signature)
     library                    VARCHAR NOT NULL, -- cuBLAS, cuDNN, CUTLASS, Triton, PyTorch ATen, ... or unknown
     op_class                   VARCHAR NOT NULL, -- gemm, conv, attention, elementwise, ... or unknown
+    math_dtype                 VARCHAR,          -- precision it computes in: fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8 or unknown (normalize/math_dtype_rules.csv; ncu tensor counters decide where exported)
     framework_op               VARCHAR,          -- innermost framework op from NVTX: aten::addmm
     framework_op_id            BIGINT,           -- its op_id (PyTorch emit_nvtx)
     framework_seq              BIGINT,           -- autograd sequence number of the nearest op that has one

@@ -4,7 +4,7 @@ Each step is a small pure function over polars frames:
   SOURCE_STEPS run on the metric rows of one export file: details labels to metric names, values to
     base units, every metric name to its canonical name (metric_catalog.csv);
   KERNEL_STEPS run on one run's kernel rows: name launches exported without one, demangle, identity
-    (identity.py), framework-op context from NVTX (nvtx.py), library and op class (classify.py);
+    (identity.py), framework-op context from NVTX (nvtx.py), library, op class and math dtype (classify.py);
   headline_columns and derived.derived_columns turn the long metrics into typed kernel columns.
 Rules that are data (label map, units, metric catalog, identity and classification rules) live in
 files next to this module; `kwh renormalize` re-applies all of it to runs already in a warehouse.
@@ -187,10 +187,12 @@ class KernelRules:
     """The classification rules in force: a warehouse's own (its normalize/ folder) before the built-in ones."""
     library: tuple[classify.Rule, ...]
     op_class: tuple[classify.Rule, ...]
+    math_dtype: tuple[classify.Rule, ...] = ()
 
     @classmethod
     def load(cls, extra_dir: Path | None = None) -> KernelRules:
-        return cls(classify.load_rules("library", extra_dir), classify.load_rules("op_class", extra_dir))
+        return cls(classify.load_rules("library", extra_dir), classify.load_rules("op_class", extra_dir),
+                   classify.load_rules("math_dtype", extra_dir))
 
 
 def name_unnamed_kernels(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
@@ -257,8 +259,14 @@ def classify_op_class(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame
     return _classify(kernels, rules.op_class, "op_class")
 
 
+def classify_math_dtype(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """math_dtype from math_dtype_rules.csv (the kernel's name); derived.py lets ncu's tensor counters,
+    where exported, decide over it."""
+    return _classify(kernels, rules.math_dtype, "math_dtype")
+
+
 KERNEL_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, framework_context, classify_library,
-                classify_op_class)
+                classify_op_class, classify_math_dtype)
 
 
 def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:

@@ -1,4 +1,5 @@
-"""Library and op class of each kernel, from ordered rule files (library_rules.csv, op_class_rules.csv).
+"""Library, op class and math dtype of each kernel, from ordered rule files (library_rules.csv,
+op_class_rules.csv, math_dtype_rules.csv).
 
 A rule is (field, pattern, label): the first rule whose regular expression is found in the named
 field of a kernel decides its label; no match gives `unknown`. A warehouse may carry its own rules
@@ -20,7 +21,8 @@ UNKNOWN = "unknown"
 RULE_FIELDS = ("base", "signature", "name", "framework_op", "nvtx_path")
 FIELD_COLUMNS = {"base": "kernel_base", "signature": "kernel_signature", "name": "kernel_name",
                  "framework_op": "framework_op", "nvtx_path": "nvtx_path"}
-RULE_FILES = {"library": "library_rules.csv", "op_class": "op_class_rules.csv"}
+RULE_FILES = {"library": "library_rules.csv", "op_class": "op_class_rules.csv",
+              "math_dtype": "math_dtype_rules.csv"}
 
 
 @dataclass(frozen=True)
