@@ -59,12 +59,13 @@ def test_two_concurrent_ingests_finish_with_exactly_the_expected_rows(warehouse)
     assert rows(warehouse, "SELECT count(*) FROM runs") == [(3,)]
 
 
-def test_kill_9_at_random_points_always_leaves_a_consistent_warehouse(warehouse):
+@pytest.mark.parametrize("kills", [6, pytest.param(40, marks=pytest.mark.soak)])
+def test_kill_9_at_random_points_always_leaves_a_consistent_warehouse(warehouse, kills):
     root, catalog = warehouse.root, warehouse.catalog_url
     sources = [str(DATA / name) for name in ("ncu-gpt2-h100", "ncu-llama-h100-variants", "ncu-custom-cupy-h100",
                                              "torch-trace-gpt2", "nsys-sqlite-rtx3090")]
     rng = random.Random(20261123)
-    for attempt in range(6):
+    for attempt in range(kills):
         process = kwh("ingest", *sources, warehouse=root, catalog=catalog)
         time.sleep(rng.uniform(0.3, 2.5))
         process.send_signal(signal.SIGKILL)
