@@ -31,6 +31,7 @@ from kwarehouse.catalog import catalog_info, write_intents
 from kwarehouse.errors import KwhError
 
 PUBLISHED_TABLE = "kwh_published"
+STORAGE_VERSION = "v1.0.0"
 PUBLISHED_KEY = "published"
 
 
@@ -136,7 +137,9 @@ def _warn(warnings: list[str]) -> list[str]:
 
 def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
     from kwarehouse.store import _add_reference_tables
-    con = duckdb.connect(str(fresh))
+    # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
+    # older than the duckdb Python package kwh runs on) opens it
+    con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
     try:
         for statement in warehouse.view_sql(snapshot):
             con.execute(statement)

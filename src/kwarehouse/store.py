@@ -790,8 +790,30 @@ class Warehouse:
         snapshot = snapshot or self.snapshot()
         return [p for paths in snapshot.files.values() for p in paths if not (self.root / p).exists()]
 
+    def refresh_published_if_free(self) -> None:
+        """Rebuild a stale warehouse.duckdb (a moved or copied warehouse, a failed rebuild) when no
+        writer is busy and the folder is writable; otherwise leave it to the next writer. Readers
+        call this, so a moved warehouse opens in the DuckDB shell after any kwh command."""
+        from kwarehouse import publish
+        try:
+            if self.session_dir is not None or not publish.is_stale(self):
+                return
+            with open(self.root / ".kwh.lock", "a+") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return
+                try:
+                    self.engine
+                    publish.publish_if_stale(self)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+        except (OSError, KwhError, sa.exc.DatabaseError):
+            return     # read-only, busy, or full: readers answer from their own in-memory views
+
     def connect(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with every warehouse table as a view."""
+        self.refresh_published_if_free()
         snapshot = self.snapshot()
         missing = self.missing_files(snapshot)
         if missing:

@@ -1,0 +1,40 @@
+"""warehouse.duckdb opens in the DuckDB shell users install (the duckdb-cli package: an older DuckDB than
+the Python package kwh runs on), from any working directory, and after the warehouse was moved."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA, rows
+
+from kwarehouse import pipeline, views
+from kwarehouse.store import Warehouse
+
+SHELL = Path(sys.executable).parent / "duckdb"
+
+
+def shell(database: Path, sql: str, cwd: Path) -> str:
+    done = subprocess.run([str(SHELL), "-readonly", "-csv", "-noheader", str(database), "-c", sql],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Error" not in done.stderr, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(not SHELL.exists(), reason="the DuckDB shell (pip install duckdb-cli) is not installed")
+def test_the_duckdb_shell_reads_warehouse_duckdb_even_after_a_move(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert shell(warehouse.duckdb_path, "SELECT count(*) FROM kernels", elsewhere) == "3"
+    for name in views.all_views():
+        assert shell(warehouse.duckdb_path, f"SELECT count(*) FROM {name}", elsewhere).isdigit(), name
+    moved = tmp_path / "moved"
+    shutil.move(warehouse.root, moved)
+    assert rows(Warehouse(moved), "SELECT count(*) FROM kernel_launches WHERE activity = 'kernel'") == [(38,)]
+    # the first kwh command on the moved warehouse rebuilt warehouse.duckdb for its new folder
+    assert shell(moved / "warehouse.duckdb", "SELECT count(*) FROM runs", elsewhere) == "2"
