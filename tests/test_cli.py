@@ -151,3 +151,36 @@ def test_sql_file_runs_a_queries_file(run):
     assert result.exit_code == 0
     assert result.output.splitlines()[0] == "signal,kernels_or_families,most_models_for_one_kernel,gpu_time_pct"
     assert run("sql", "SELECT 1", "-f", str(queries / "systemic_weaknesses.sql")).exit_code == 2
+
+
+def test_cli_habits(tmp_path):
+    """Options after the subcommand, export formats from the extension, checked dates, tables in
+    kwh query, and a note when --model loses to a manifest."""
+    runner = CliRunner()
+    warehouse = str(tmp_path / "wh")
+    ingested = runner.invoke(main, ["ingest", str(DATA / "ncu-custom-cupy-h100"), "--model", "other", "-w", warehouse])
+    assert ingested.exit_code == 0, ingested.output
+    assert "Note: --model other ignored for run" in ingested.output and "names the model 'custom_cupy'" in ingested.output
+    assert runner.invoke(main, ["sql", "SELECT count(*) FROM kernels", "--warehouse", warehouse]).output.splitlines()[2].strip() == "4"
+    for name, check in (("k.parquet", "parquet"), ("k.jsonl", "jsonl"), ("k.csv", "csv"), ("k.json", "json")):
+        out = tmp_path / name
+        done = runner.invoke(main, ["-w", warehouse, "export", "kernels", "-o", str(out)])
+        assert done.exit_code == 0 and done.output == f"wrote 4 row(s) to {out}\n", done.output
+        if check == "parquet":
+            assert out.read_bytes()[:4] == b"PAR1"
+        elif check == "jsonl":
+            assert [json.loads(line)["model"] for line in out.read_text().splitlines()] == ["custom_cupy"] * 4
+        elif check == "json":
+            assert len(json.loads(out.read_text())) == 4
+        else:
+            assert out.read_text().startswith("run_id,")
+    refused = runner.invoke(main, ["-w", warehouse, "export", "kernels", "-o", str(tmp_path / "k.txt")])
+    assert refused.exit_code == 1 and "cannot tell the format from '.txt'" in refused.output
+    assert not (tmp_path / "k.txt").exists()
+    clash = runner.invoke(main, ["-w", warehouse, "export", "kernels", "-o", str(tmp_path / "x.csv"), "--format", "json"])
+    assert clash.exit_code == 1 and "the name says csv but --format says json" in clash.output
+    bad_date = runner.invoke(main, ["-w", warehouse, "report", "-o", str(tmp_path / "r.html"), "--since", "2026-13-01"])
+    assert bad_date.exit_code == 2 and "'2026-13-01' is not a date (YYYY-MM-DD)" in bad_date.output
+    table = runner.invoke(main, ["-w", warehouse, "query", "runs", "--json"])
+    assert table.exit_code == 0 and [r["model"] for r in json.loads(table.output)] == ["custom_cupy"]
+    assert "did you mean kernels" in runner.invoke(main, ["-w", warehouse, "query", "kernls"]).output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import json
 import sys
 from pathlib import Path
@@ -91,6 +92,36 @@ def main(ctx, warehouse: Path, catalog: str | None, wait: float | None):
     ctx.obj = Warehouse(warehouse, catalog, wait=wait)
 
 
+def warehouse_options(command):
+    """--warehouse/-w, --catalog and --wait accepted after the subcommand too (kwh ingest DIR -w W),
+    where they override the ones given before it."""
+    @click.option("--warehouse", "-w", "sub_warehouse", type=click.Path(file_okay=False, path_type=Path),
+                  help="Warehouse directory (as before the subcommand).")
+    @click.option("--catalog", "sub_catalog", metavar="URL", help="Catalog database URL (as before the subcommand).")
+    @click.option("--wait", "sub_wait", metavar="SECONDS", type=click.FloatRange(min=0),
+                  help="Writer lock wait (as before the subcommand).")
+    @functools.wraps(command)
+    def wrapper(*args, sub_warehouse=None, sub_catalog=None, sub_wait=None, **kwargs):
+        if sub_warehouse is not None or sub_catalog is not None or sub_wait is not None:
+            ctx = click.get_current_context()
+            base: Warehouse = ctx.obj
+            ctx.obj = Warehouse(sub_warehouse or base.root, sub_catalog or base.catalog_url,
+                                wait=sub_wait if sub_wait is not None else base.wait)
+        return command(*args, **kwargs)
+    return wrapper
+
+
+def _iso_date(value: str | None, param) -> str | None:
+    """A YYYY-MM-DD option, checked (a bad date is a usage error, not a traceback later)."""
+    if value is None:
+        return None
+    from datetime import date
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)", param=param) from None
+
+
 def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
     tags = {}
     for value in values:
@@ -102,6 +133,7 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @main.command()
+@warehouse_options
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv, ncu-rep, nsys-sqlite, nsys-stats-csv, torch-trace).")
 @click.option("--model", help="Model name for exports without a manifest*.json beside them.")
@@ -149,6 +181,8 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, sp
         replaced = f" (replaces partial run {', '.join(run.replaced)})" if run.replaced else ""
         click.echo(f"{verb} {run.run_id}: {run.model} on {run.gpu}, {run.kernels} kernels "
                    f"from {len(run.files)} file(s){replaced}")
+        for note in run.notes:
+            click.echo(f"Note: {note}", err=True)
     for path, why in report.skipped:
         if why != "no reader for this kind of file":
             click.echo(f"skipped {path}: {why}")
@@ -206,6 +240,7 @@ def _run_sql(con, query: str):
 
 
 @main.command()
+@warehouse_options
 @click.argument("query", required=False)
 @click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Run the SQL in this file (e.g. one of queries/).")
@@ -252,6 +287,7 @@ def sql(warehouse: Warehouse, query, path, fmt):
 
 
 @main.command()
+@warehouse_options
 @click.option("--top", default=10, show_default=True, help="How many kernels to list.")
 @click.pass_obj
 def summary(warehouse: Warehouse, top):
@@ -269,6 +305,7 @@ def summary(warehouse: Warehouse, top):
 
 
 @main.command()
+@warehouse_options
 @click.option("--unclassified", is_flag=True, help="Only kernels whose library or op class is unknown.")
 @click.option("--model", help="Only this model.")
 @click.option("--limit", default=50, show_default=True, help="How many kernels to list.")
@@ -291,6 +328,7 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
 
 
 @main.command()
+@warehouse_options
 @click.pass_obj
 def renormalize(warehouse: Warehouse):
     """Re-apply normalization to every run already in the warehouse.
@@ -364,6 +402,7 @@ def _spark():
 
 
 @main.command("spark-sql")
+@warehouse_options
 @click.argument("query", required=False)
 @click.option("--file", "-f", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Run the SQL in this file.")
@@ -394,6 +433,7 @@ def spark_sql(warehouse: Warehouse, query, path, from_duckdb, cores, fmt):
 
 
 @main.command()
+@warehouse_options
 @click.argument("name")
 @click.option("--where", "condition", metavar="SQL", help="Filter rows, e.g. \"model = 'llama'\".")
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many rows.")
@@ -401,22 +441,28 @@ def spark_sql(warehouse: Warehouse, query, path, from_duckdb, cores, fmt):
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
 def query(warehouse: Warehouse, name, condition, limit, fmt):
-    """Run one analytics view (kwh views lists them), optionally filtered and limited.
+    """Run one analytics view (kwh views lists them) or table, optionally filtered and limited.
 
     \b
     Example:
       kwh query kernel_popularity --limit 20
       kwh query bottleneck_class --where "model = 'llama' AND bottleneck = 'memory-bound'" --csv
+      kwh query runs --where "tool = 'torch'"
     """
-    view = views_lib.view_named(name)
+    from kwarehouse import schema
+    tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds"]
+    target = name if name in tables else views_lib.view_named(name, also=tables).name
     _require_warehouse(warehouse)
-    _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(view.name, condition, limit)), fmt or "table")
+    _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(target, condition, limit, check=False)),
+                fmt or "table")
 
 
 @main.command()
+@warehouse_options
 @click.argument("source")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
-@click.option("--format", "fmt", type=click.Choice(export_lib.FORMATS), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(export_lib.FORMATS),
+              help="csv, parquet, json (an array) or jsonl (a record a line); default: from the output's extension.")
 @click.option("--where", "condition", metavar="SQL", help="Filter rows.")
 @click.option("--columns", metavar="A,B,...", help="Columns to write, in this order (default: all, in the view's order).")
 @click.pass_obj
@@ -430,11 +476,12 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
     Example:
       kwh export kernel_popularity -o popularity.csv --where "level = 'kernel'"
       kwh export bottleneck_class -o llama.csv --where "model = 'llama'" --columns kernel_base,bottleneck,duration_ns
-      kwh export "SELECT * FROM kernels" -o kernels.parquet --format parquet
+      kwh export "SELECT * FROM kernels" -o kernels.parquet
     """
     _require_warehouse(warehouse)
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    count = export_lib.export(warehouse, source, output, fmt=fmt, where=condition, columns=names)
+    count = export_lib.export(warehouse, source, output, fmt=export_lib.format_for(output, fmt), where=condition,
+                              columns=names)
     click.echo(f"wrote {count} row(s) to {output}")
 
 
@@ -443,6 +490,7 @@ REGRESSION_EXIT = 3
 
 
 @main.command()
+@warehouse_options
 @click.argument("baseline")
 @click.argument("candidate")
 @click.option("--threshold", default=5.0, show_default=True, help="Percent change that counts as slower/faster.")
@@ -483,6 +531,7 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
 
 
 @main.command()
+@warehouse_options
 @click.option("--full", is_flag=True, help="Recompute every day from scratch (same result as incremental).")
 @click.pass_obj
 def rollup(warehouse: Warehouse, full):
@@ -504,6 +553,7 @@ def rollup(warehouse: Warehouse, full):
 
 
 @main.command()
+@warehouse_options
 @click.pass_obj
 def compact(warehouse: Warehouse):
     """Merge each partition's Parquet files into one; query results do not change.
@@ -521,6 +571,7 @@ def compact(warehouse: Warehouse):
 
 
 @main.command()
+@warehouse_options
 @click.argument("drop", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--settle", default=60.0, show_default=True, type=click.FloatRange(min=0), metavar="SECONDS",
               help="Leave files modified in the last SECONDS for the next run (they may still be copying).")
@@ -546,6 +597,7 @@ def nightly(warehouse: Warehouse, drop, settle):
 
 
 @main.command()
+@warehouse_options
 @click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt; take out runs whose files are lost "
                                              "(and say which sources to ingest again). Never deletes unknown files.")
 @click.option("--quick", is_flag=True, help="Read each Parquet file's footer only, not every page (faster on "
@@ -577,10 +629,12 @@ def check(warehouse: Warehouse, repair, quick):
 
 
 @main.command()
+@warehouse_options
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="HTML file to write.")
 @click.option("--model", help="Only this model.")
 @click.option("--gpu", help="Only this GPU.")
-@click.option("--since", metavar="YYYY-MM-DD", help="Only runs of this day or later.")
+@click.option("--since", metavar="YYYY-MM-DD", callback=lambda ctx, param, value: _iso_date(value, param),
+              help="Only runs of this day or later.")
 @click.pass_obj
 def report(warehouse: Warehouse, output, model, gpu, since):
     """Write a self-contained HTML report: roofline, popularity, shares, stalls, bottlenecks, trends.

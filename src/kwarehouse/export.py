@@ -16,7 +16,24 @@ from kwarehouse import views
 from kwarehouse.errors import KwhError
 from kwarehouse.store import Warehouse, sql_string
 
-FORMATS = ("csv", "parquet", "json")
+FORMATS = ("csv", "parquet", "json", "jsonl")
+# The format an output's extension asks for (kwh export -o k.parquet writes Parquet).
+EXTENSIONS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "jsonl",
+              ".ndjson": "jsonl"}
+
+
+def format_for(output: Path, fmt: str | None) -> str:
+    """The format to write: --format when given (it must agree with a known extension), else the
+    output's extension; an extension kwh cannot write is an error, not a CSV in disguise."""
+    by_name = EXTENSIONS.get(output.suffix.lower())
+    if fmt is not None:
+        if by_name is not None and by_name != fmt:
+            raise KwhError(f"{output}: the name says {by_name} but --format says {fmt}; make them agree")
+        return fmt
+    if by_name is None:
+        raise KwhError(f"{output}: cannot tell the format from {output.suffix or 'a name without extension'!r}; "
+                       f"name it .csv, .parquet, .json or .jsonl, or pass --format")
+    return by_name
 FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL")
 
 
@@ -57,7 +74,7 @@ def export(warehouse: Warehouse, source: str, output: Path, *, fmt: str = "csv",
         filtered = f"SELECT {select} FROM ({query}) AS source" + (f" WHERE {where}" if where else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         options = {"csv": "FORMAT CSV, HEADER true", "parquet": "FORMAT PARQUET, COMPRESSION zstd",
-                   "json": "FORMAT JSON, ARRAY true"}[fmt]
+                   "json": "FORMAT JSON, ARRAY true", "jsonl": "FORMAT JSON"}[fmt]
         temporary = output.with_name(f".{output.name}.partial")
         try:
             result = con.execute(f"COPY ({filtered}) TO {sql_string(str(temporary))} ({options})").fetchall()

@@ -25,8 +25,12 @@ from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
 from kwarehouse.store import IngestedFile, Warehouse
 
-# Files that sit beside exports and are read as metadata, never as exports.
+# Names of files that often sit beside exports (notes, logs, tool output). Content decides what a file
+# is (a capture saved as out.txt is read); the name only says that such a file no reader claims is
+# skipped by kind, not an error, and that --format does not force its reader on it.
 SIDECAR_SUFFIXES = (".log", ".txt", ".md")
+# Run metadata that runmeta reads beside the exports: not exports, not skipped files either.
+METADATA_NAMES = ("ncu_version.txt",)
 # Names that copy tools give a file while it is still arriving (rsync's dot-files are hidden files,
 # skipped anyway): such a file is left for a later ingest, once it has its final name.
 TEMPORARY_SUFFIXES = (".part", ".partial", ".tmp", ".temp", ".crdownload", ".download", ".filepart", "~")
@@ -51,6 +55,7 @@ class RunSummary:
     files: list[str]
     new: bool
     replaced: list[str] = field(default_factory=list)   # partial runs this one replaced
+    notes: list[str] = field(default_factory=list)      # what the user should know (one line each)
 
 
 @dataclass
@@ -317,19 +322,29 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         return None
     if not os.access(path, os.R_OK):
         raise InputError(path, "file is not readable; check its permissions")
-    if not explicit and (path.name.startswith("manifest") and path.suffix == ".json"
-                         or path.suffix in SIDECAR_SUFFIXES):
-        return None
     if not explicit and path.name.lower().endswith(TEMPORARY_SUFFIXES):
         report.skipped.append((display_path(path), "a temporary name (a copy still arriving?); left for the "
                                                    "ingest after it gets its final name"))
         return None
+    # Content decides: every file is sniffed, whatever its name. A file no reader claims is run
+    # metadata (manifests, ncu_version.txt: read by runmeta), else skipped and named by kind, else
+    # (named on the command line, or an export's suffix) an error.
+    run_metadata = not explicit and (path.name.startswith("manifest") and path.suffix == ".json"
+                                     or path.name in METADATA_NAMES)
+    sidecar = not explicit and (run_metadata or path.suffix.lower() in SIDECAR_SUFFIXES)
+    if sidecar and path.stat().st_size == 0:
+        if not run_metadata:
+            report.skipped.append((display_path(path), readers.NOT_AN_EXPORT.format(kind="empty file")))
+        return None
     readers.reject_empty(path)
-    reader = readers.reader_named(format) if format else readers.sniff(path)
+    sniffed = readers.sniff(path) if sidecar or not format else None
+    reader = readers.reader_named(format) if format and (sniffed or not sidecar) else sniffed
     if reader is None:
+        if run_metadata:
+            return None
         if explicit or path.suffix.lower() in EXPORT_SUFFIXES:
             raise readers.unrecognised(path)
-        report.skipped.append((display_path(path), "no reader for this kind of file"))
+        report.skipped.append((display_path(path), readers.unclaimed_reason(path)))
         return None
     before = _file_state(path)
     sha = sha256_of(path)
@@ -495,9 +510,13 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
               **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
     new_files = [IngestedFile(m.sha256, stored_path(m.result.path), m.result.format, m.size) for m in members]
+    notes = []
+    if model_option and meta.fields.get("model") and model_option != meta.fields["model"]:
+        notes.append(f"--model {model_option} ignored for run {run_id}: its manifest {display_path(meta.manifest_path)} "
+                     f"names the model {meta.fields['model']!r} (edit the manifest to change it)")
     return BuiltRun(model, gpu, tables, new_files,
                     RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
-                               new=not existing))
+                               new=not existing, notes=notes))
 
 
 def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules: normalize.KernelRules):

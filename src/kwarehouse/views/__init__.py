@@ -46,12 +46,13 @@ def all_views() -> dict[str, View]:
     return views
 
 
-def view_named(name: str) -> View:
-    """The view called `name`, or an error that suggests the closest names."""
+def view_named(name: str, also: list[str] | None = None) -> View:
+    """The view called `name`, or an error that suggests the closest names (of views, and of the
+    tables in `also` where the caller accepts those too)."""
     views = all_views()
     if name in views:
         return views[name]
-    close = difflib.get_close_matches(name, list(views), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(views) + list(also or []), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(close)}?" if close else "; kwh views lists them"
     raise KwhError(f"no view named {name!r}{hint}")
 
@@ -115,9 +116,10 @@ def _body(sql: str) -> str:
     return sql.strip().rstrip(";")
 
 
-def select_from(name: str, condition: str | None = None, limit: int | None = None) -> str:
-    """SELECT over one view with an optional WHERE condition and LIMIT; the view's own order is kept."""
-    sql = f'SELECT * FROM "{view_named(name).name}"'
+def select_from(name: str, condition: str | None = None, limit: int | None = None, check: bool = True) -> str:
+    """SELECT over one view (or, with check=False, any table) with an optional WHERE condition and
+    LIMIT; the view's own order is kept."""
+    sql = f'SELECT * FROM "{view_named(name).name if check else name}"'
     if condition:
         sql += f" WHERE {condition}"
     if limit is not None:
