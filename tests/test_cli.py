@@ -184,3 +184,71 @@ def test_cli_habits(tmp_path):
     table = runner.invoke(main, ["-w", warehouse, "query", "runs", "--json"])
     assert table.exit_code == 0 and [r["model"] for r in json.loads(table.output)] == ["custom_cupy"]
     assert "did you mean kernels" in runner.invoke(main, ["-w", warehouse, "query", "kernls"]).output
+
+
+def test_the_prompt_on_a_terminal_edits_remembers_and_cancels(tmp_path):
+    """kwh sql on a pseudo-terminal: a result, Up-arrow history, Ctrl-C cancelling a half-typed
+    statement, dot commands, .quit."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    runner = CliRunner()
+    runner.invoke(main, ["-w", str(tmp_path / "wh"), "ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd"])
+    leader, follower = pty.openpty()
+    env = {**os.environ, "HOME": str(tmp_path), "TERM": "xterm", "KWH_WAREHOUSE": str(tmp_path / "wh")}
+    def own_terminal():     # a session of its own with the pty as its terminal, so Ctrl-C is a SIGINT
+        import fcntl
+        import termios
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    process = subprocess.Popen([str(Path(sys.executable).parent / "kwh"), "sql"], stdin=follower, stdout=follower,
+                               stderr=follower, env=env, close_fds=True, preexec_fn=own_terminal)
+    os.close(follower)
+    seen = b""
+
+    def until(text: bytes, timeout: float = 30) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in seen and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(leader, 65536)
+                except OSError:
+                    break
+        assert text in seen, seen.decode(errors="replace")[-2000:]
+
+    try:
+        until(b"kwh> ")
+        assert b"kernel_launches" in seen and b"roofline" in seen           # the banner lists everything
+        os.write(leader, b"SELECT 40 + 2 AS answer;\r")
+        until(b"42")
+        seen = b""
+        os.write(leader, b"\x1b[A\r")                                        # Up: the last statement again
+        until(b"42")
+        seen = b""
+        os.write(leader, b"SELECT 'never run'")
+        time.sleep(0.3)
+        os.write(leader, b"\x03")                                            # Ctrl-C drops it
+        until(b"^C")
+        os.write(leader, b".tables\r")
+        until(b"rollup_kernels_daily")
+        os.write(leader, b".quit\r")
+        assert process.wait(timeout=30) == 0
+        assert "never run" not in (tmp_path / ".kwh_history").read_text()
+        assert "SELECT 40 + 2 AS answer;" in (tmp_path / ".kwh_history").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+
+
+def test_piped_sql_is_a_script(run):
+    run("ingest", str(DATA / "ncu-gtx1080-raw"), "--model", "vecadd")
+    result = run("sql", input="SELECT 1 AS a; SELECT 2 AS b;\n.mode csv\nSELECT count(*) AS n FROM kernels")
+    assert result.exit_code == 0, result.output
+    assert "kwh>" not in result.output
+    assert result.output.endswith("n\n3\n") and "a\n-\n1\n(1 row)" in result.output and "b\n-\n2\n(1 row)" in result.output

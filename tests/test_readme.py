@@ -48,6 +48,7 @@ def workdir(tmp_path_factory) -> Path:
     shutil.copytree(DATA / "ncu-custom-cupy-h100", work / "drop" / "cupy")
     shutil.copy(next((DATA / "ncu-gtx1080-raw").glob("*.csv")), work / "out.csv")
     (work / "queries").symlink_to(ROOT / "queries")
+    (work / "my_queries.sql").write_text("SELECT count(*) AS runs FROM runs;\n.mode csv\nSELECT 1 AS one\n")
     demo = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh")], cwd=ROOT, capture_output=True, text=True,
                           env={**_env(work), "KWH_WAREHOUSE": str(work / "warehouse")}, timeout=600)
     assert demo.returncode == 0, demo.stderr[-2000:]

@@ -248,7 +248,8 @@ def _run_sql(con, query: str):
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
 def sql(warehouse: Warehouse, query, path, fmt):
-    """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt.
+    """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt
+    (line editing, history, Ctrl-C, .tables/.schema/.mode/.help), or reads a script from a pipe.
 
     Tables: runs, kernels, metrics, rules, metric_catalog, bottleneck_thresholds; views: kwh views.
 
@@ -267,23 +268,12 @@ def sql(warehouse: Warehouse, query, path, fmt):
     if query:
         _print_rows(*_run_sql(con, query), fmt or "table")
         return
-    click.echo("kwh sql: tables runs, kernels, metrics, rules, metric_catalog; views: kwh views. End statements with ';', quit with .quit or Ctrl-D.")
-    buffer = ""
-    while True:
-        try:
-            line = input("kwh> " if not buffer else "...> ")
-        except EOFError:
-            click.echo()
-            return
-        if not buffer and line.strip() in (".quit", ".exit", "quit", "exit"):
-            return
-        buffer += line + "\n"
-        if buffer.strip().endswith(";"):
-            try:
-                _print_rows(*_run_sql(con, buffer), fmt or "table")
-            except KwhError as exc:
-                click.echo(f"Error: {exc}", err=True)
-            buffer = ""
+    from kwarehouse.shell import Shell
+    shell = Shell(con, _run_sql, _print_rows, fmt or "table")
+    if sys.stdin.isatty():
+        shell.interactive()
+    elif not shell.script(sys.stdin.read()):
+        sys.exit(1)
 
 
 @main.command()
