@@ -252,3 +252,14 @@ def test_piped_sql_is_a_script(run):
     assert result.exit_code == 0, result.output
     assert "kwh>" not in result.output
     assert result.output.endswith("n\n3\n") and "a\n-\n1\n(1 row)" in result.output and "b\n-\n2\n(1 row)" in result.output
+
+
+def test_tables_fit_the_terminal_and_numbers_have_one_format(monkeypatch):
+    from kwarehouse import cli
+    monkeypatch.setattr(cli, "_cell_limit", lambda: 24)
+    text = cli.format_table(["kernel", "ns"], [("void cutlass::Kernel2<" + "x" * 200 + ">", 2415750.0), ("k", 0.5)])
+    lines = text.splitlines()
+    assert lines[2].startswith("void cutlass::Kernel2<x…") and len(lines[2]) < 40
+    assert lines[2].endswith("2,415,750") and lines[3].endswith("0.5")
+    monkeypatch.setattr(cli, "_cell_limit", lambda: None)     # --wide, or a pipe
+    assert "x" * 200 in cli.format_table(["kernel"], [("void cutlass::Kernel2<" + "x" * 200 + ">",)])

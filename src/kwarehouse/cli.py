@@ -23,6 +23,10 @@ from kwarehouse.store import Warehouse
 from kwarehouse.summary import kernel_list, summary_tables
 
 
+# kwh --wide: table cells are never cut
+WIDE = False
+
+
 class KwhGroup(click.Group):
     """Turns every KwhError into `Error: ...` on one line and exit status 1."""
 
@@ -79,9 +83,10 @@ def _storage_error(exc: Exception) -> str | None:
                    "Default: catalog.sqlite in the warehouse.")
 @click.option("--wait", metavar="SECONDS", type=click.FloatRange(min=0), envvar="KWH_WAIT",
               help="How long a writing command waits for another writer's lock (default: as long as it takes).")
+@click.option("--wide", is_flag=True, help="Print long table cells whole (on a terminal they are cut with …).")
 @click.version_option(package_name="kwarehouse")
 @click.pass_context
-def main(ctx, warehouse: Path, catalog: str | None, wait: float | None):
+def main(ctx, warehouse: Path, catalog: str | None, wait: float | None, wide: bool):
     """kwarehouse: ingest CUDA profiler exports into a Parquet warehouse and query them with SQL.
 
     \b
@@ -89,6 +94,8 @@ def main(ctx, warehouse: Path, catalog: str | None, wait: float | None):
       kwh ingest runs/            # every ncu export under runs/
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
     """
+    global WIDE
+    WIDE = wide
     ctx.obj = Warehouse(warehouse, catalog, wait=wait)
 
 
@@ -207,9 +214,28 @@ def _print_rows(columns, rows, fmt: str) -> None:
         click.echo(format_table(columns, rows))
 
 
+def _cell_limit() -> int | None:
+    """Longest cell a table shows on a terminal (longer ones end in …; --wide or a pipe shows all)."""
+    if WIDE or not sys.stdout.isatty():
+        return None
+    import shutil
+    return max(24, shutil.get_terminal_size().columns // 2)
+
+
+def _number(value: float) -> str:
+    """One format for every float: plain digits with thousands separators, 6 significant digits for
+    the small ones (2,415,750 not 2.41575e+06)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 1e5 else f"{value:,.6g}"
+
+
 def format_table(columns, rows) -> str:
-    """A plain aligned text table (numbers right-aligned)."""
-    cells = [[("" if v is None else f"{v:,.6g}" if isinstance(v, float) else str(v)) for v in r] for r in rows]
+    """A plain aligned text table (numbers right-aligned, long cells cut on a terminal)."""
+    limit = _cell_limit()
+    cells = [[("" if v is None else _number(v) if isinstance(v, float) else str(v)) for v in r] for r in rows]
+    if limit:
+        cells = [[c if len(c) <= limit else c[:limit - 1] + "…" for c in r] for r in cells]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) for i in range(len(columns))]
     def line(values):
