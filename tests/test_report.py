@@ -86,3 +86,15 @@ def test_the_report_renders_in_headless_chromium_offline(report_file, tmp_path):
             browser.close()
     assert errors == []
     assert (tmp_path / "report.png").stat().st_size > 50_000
+
+
+def test_filters_keep_the_stall_section_and_labels_and_colours_are_distinct(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], warehouse)
+    html = report.build(warehouse, report.Filters("llama", None, None))
+    assert "Warp stall breakdown per op class" in html
+    assert len(set(report.STALL_PALETTE)) == len(report.STALL_PALETTE) >= 19
+    labels = report._unique_labels([("at::native::vectorized_elementwise_kernel", "aaaaaa11"),
+                                    ("at::native::vectorized_elementwise_kernel", "bbbbbb22"),
+                                    ("k", "cccccc33")])
+    assert len(set(labels)) == 3 and labels[2] == "k" and labels[0].endswith("#aaaaaa")

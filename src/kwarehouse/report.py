@@ -16,6 +16,10 @@ from kwarehouse.store import Warehouse
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
+# Twenty distinct colours for the warp stall reasons (19 today): no two reasons share one.
+STALL_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+                 "#f7b6d2", "#393b79", "#dbdb8d", "#9edae5"]
 WIDTH, HEIGHT = 760, 420
 MARGIN = dict(left=80, right=20, top=20, bottom=55)
 
@@ -43,8 +47,8 @@ def _esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _color(name: str, names: list[str]) -> str:
-    return PALETTE[names.index(name) % len(PALETTE)] if name in names else "#999999"
+def _color(name: str, names: list[str], palette: list[str] = PALETTE) -> str:
+    return palette[names.index(name) % len(palette)] if name in names else "#999999"
 
 
 def _fmt(value: float) -> str:
@@ -118,7 +122,8 @@ def bars_svg(items: list[tuple[str, float, str]], unit: str, title_x: str, color
     return _frame(title_x, "", "".join(parts), height=height)
 
 
-def stacked_svg(rows: list[tuple[str, list[tuple[str, float]]]], keys: list[str], title_x: str) -> str:
+def stacked_svg(rows: list[tuple[str, list[tuple[str, float]]]], keys: list[str], title_x: str,
+                palette: list[str] = PALETTE) -> str:
     """Horizontal 100 % stacked bars: (row label, [(key, percent)])."""
     height = MARGIN["top"] + MARGIN["bottom"] + 26 * len(rows) + 22 * math.ceil(len(keys) / 5)
     left, right, top = 190, WIDTH - MARGIN["right"], MARGIN["top"]
@@ -129,12 +134,12 @@ def stacked_svg(rows: list[tuple[str, list[tuple[str, float]]]], keys: list[str]
         for key, pct in shares:
             width = (right - left) * pct / 100
             parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="18" '
-                         f'fill="{_color(key, keys)}"><title>{_esc(f"{label}: {key} {pct:.1f}%")}</title></rect>')
+                         f'fill="{_color(key, keys, palette)}"><title>{_esc(f"{label}: {key} {pct:.1f}%")}</title></rect>')
             x += width
     legend_top = top + 26 * len(rows) + 8
     for j, key in enumerate(keys):
         x, y = left + (j % 5) * 115, legend_top + (j // 5) * 20
-        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(key, keys)}"/>'
+        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(key, keys, palette)}"/>'
                      f'<text x="{x + 14}" y="{y + 9}" class="tick">{_esc(key[:16])}</text>')
     return _frame(title_x, "", "".join(parts), height=height + 10)
 
@@ -221,16 +226,19 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                 f"below both latency-bound. FLOPs are CUDA-core FLOPs: {hidden} kernel(s) with none (tensor-core "
                 "or data-movement work) are not drawn.",
                 roofline_svg(shown, peak_flops, peak_bw, libraries) + _legend(libraries)))
-        popular = q("SELECT kernel_base, library, sum(duration_ns) AS ns, count(DISTINCT model) AS models, count(*) "
-                    "FROM kernels WHERE {where} GROUP BY kernel_id, kernel_base, library ORDER BY ns DESC LIMIT 15")
+        popular = q("SELECT kernel_base, library, sum(duration_ns) AS ns, count(DISTINCT model) AS models, count(*), "
+                    "kernel_id, any_value(kernel_signature) FROM kernels WHERE {where} "
+                    "GROUP BY kernel_id, kernel_base, library ORDER BY ns DESC LIMIT 15")
         if popular:
-            colors = {f"{r[0][:40]} [{r[3]}]": _color(r[1], libraries) for r in popular}
+            labels = _unique_labels([(r[0], r[5]) for r in popular])
+            colors = {f"{label} [{r[3]}]": _color(r[1], libraries) for label, r in zip(labels, popular)}
             sections.append(_section(
                 "Kernel popularity across models",
                 "the kernels taking the most GPU time in the selected runs; [n] after a name is how many models use "
-                "it, the color is its library.",
-                bars_svg([(f"{r[0][:40]} [{r[3]}]", r[2] / 1e3, f"{r[0]} ({r[1]}): {r[2] / 1e3:,.1f} us, {r[4]} launches, "
-                           f"{r[3]} model(s)") for r in popular], " us", "GPU time (us)", colors)))
+                "it, #id tells apart identities that share a name, the color is its library.",
+                bars_svg([(f"{label} [{r[3]}]", r[2] / 1e3, f"{r[6] or r[0]} ({r[1]}): {r[2] / 1e3:,.1f} us, "
+                           f"{r[4]} launches, {r[3]} model(s)") for label, r in zip(labels, popular)],
+                         " us", "GPU time (us)", colors)))
         for column, title in (("library", "Library"), ("op_class", "Op class")):
             shares = q(f"SELECT model, {column}, 100 * sum(duration_ns) / sum(sum(duration_ns)) OVER (PARTITION BY model) "
                        f"FROM kernels WHERE {{where}} GROUP BY model, {column} ORDER BY model, 3 DESC")
@@ -243,9 +251,8 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                 sections.append(_section(f"{title} share of GPU time per model",
                                          f"each bar is one model's GPU time (100 %), split by {column.replace('_', ' ')}.",
                                          stacked_svg(list(grouped.items()), keys, "share of GPU time (%)")))
-        stalls = q("SELECT op_class, reason, stall_share_pct FROM warp_stalls WHERE level = 'op_class' AND "
-                   "reason <> 'selected' AND stall_share_pct IS NOT NULL ORDER BY op_class, stall_share_pct DESC")
-        if stalls and not (filters.model or filters.gpu or filters.since):
+        stalls = q(_stall_shares_sql())
+        if stalls:
             reasons = sorted({r[1] for r in stalls})
             grouped = {}
             for op_class, reason, pct in stalls:
@@ -253,15 +260,17 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
             sections.append(_section("Warp stall breakdown per op class",
                                      "why warps waited instead of issuing, as shares of all stall cycles (time-weighted); "
                                      "long_scoreboard is memory latency, barrier is __syncthreads, math_pipe_throttle a busy pipe.",
-                                     stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)")))
+                                     stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)",
+                                                 STALL_PALETTE)))
         bottlenecks = q("SELECT kernel_base, library, bottleneck, count(*) AS launches, round(sum(duration_ns) / 1e3, 1), "
                         "round(avg(sm_pct), 1), round(avg(memory_pct), 1), round(avg(l2_hit_pct), 1), "
-                        "any_value(decided_by) FROM bottleneck_class WHERE {where} GROUP BY ALL ORDER BY 5 DESC LIMIT 25")
+                        "arg_max(decided_by, duration_ns) FROM bottleneck_class WHERE {where} GROUP BY ALL "
+                        "ORDER BY 5 DESC LIMIT 25")
         if bottlenecks:
             sections.append(_section("Bottleneck class", "per kernel and class, with the metric values that decided it "
                                      "(cut-offs in the bottleneck_thresholds table).",
                                      _table(["kernel", "library", "bottleneck", "launches", "GPU time (us)", "SM %",
-                                             "memory %", "L2 hit %", "decided by"], bottlenecks)))
+                                             "memory %", "L2 hit %", "decided by (its longest launch)"], bottlenecks)))
         signals = q("SELECT signal, subject, models, model_list, launches, round(gpu_time_pct, 2), evidence "
                     "FROM design_signals WHERE $model IS NULL OR list_contains(string_split(model_list, ','), $model) "
                     "ORDER BY gpu_time_pct DESC LIMIT 25")
@@ -287,6 +296,28 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_esc(title)}</h1><p class=\"how\">Generated {generated} from "
             f"{_esc(str(warehouse.root))}.</p>{body}</body></html>")
+
+
+def _unique_labels(items: list[tuple[str, str]], width: int = 40) -> list[str]:
+    """Short bar labels (name, kernel id) that never read alike: names cut to `width`, and those that
+    still collide get the start of their kernel id."""
+    short = [name if len(name) <= width else name[:width - 1] + "…" for name, _ in items]
+    return [f"{label} #{kernel_id[:6]}" if short.count(label) > 1 else label
+            for label, (_, kernel_id) in zip(short, items)]
+
+
+def _stall_shares_sql() -> str:
+    """Per op class, each stall reason's share of all stall cycles, time-weighted over the selected
+    launches (the kernels table's stall_<reason> columns; the filters' {where} applies, unlike the
+    warp_stalls view, which covers every run)."""
+    from kwarehouse import schema
+    reasons = [c[len("stall_"):] for c in schema.tables()["kernels"].arrow.names
+               if c.startswith("stall_") and c != "stall_selected"]
+    per_reason = " UNION ALL ".join(
+        f"SELECT op_class, '{r}' AS reason, sum(stall_{r} * duration_ns) / nullif(sum(duration_ns) FILTER "
+        f"(WHERE stall_{r} IS NOT NULL), 0) AS cycles FROM kernels WHERE {{where}} GROUP BY op_class" for r in reasons)
+    return (f"SELECT op_class, reason, 100 * cycles / sum(cycles) OVER (PARTITION BY op_class) AS pct "
+            f"FROM ({per_reason}) WHERE cycles > 0 ORDER BY op_class, pct DESC")
 
 
 class _Empty(Exception):
