@@ -387,7 +387,9 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
         old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernels')}", ""))
         assert old != path
         pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops",
-                                              "stall_long_scoreboard", "math_dtype"]), old)
+                                              "stall_long_scoreboard", "math_dtype", "tensor_flops",
+                                              "flops_source", "peak_flops_per_s", "pct_of_peak",
+                                              "tensor_util_pct"]), old)
         path.unlink()
         with ingested.engine.begin() as con:   # an older kwh named its files without the schema mark
             for listing in (store.catalog_parquet, store.catalog_parquet_runs):

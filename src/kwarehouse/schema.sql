@@ -75,7 +75,8 @@ CREATE TABLE kernels (
     l2_hit_pct                 DOUBLE,
     achieved_occupancy_pct     DOUBLE,
     theoretical_occupancy_pct  DOUBLE,
-    tensor_pipe_pct            DOUBLE,           -- tensor pipe active, % of peak (active cycles)
+    tensor_pipe_pct            DOUBLE,           -- tensor pipe busy, % of its peak over the cycles the SMs were active (sm__pipe_tensor_cycles_active...pct_of_peak_sustained_active): overstates use on under-filled grids
+    tensor_util_pct            DOUBLE,           -- tensor pipe busy, % of its peak over the kernel's elapsed cycles (hmma/hgmma/... tensor instructions; sm__pipe_tensor_type_..._cycles_active...elapsed)
     dram_bytes                 DOUBLE,           -- DRAM bytes read + written
     issue_active_pct           DOUBLE,           -- issue slots busy, % of active cycles (100 - this = stalled)
     waves_per_sm               DOUBLE,           -- waves of blocks per SM (< 1: the grid does not fill the GPU)
@@ -88,12 +89,16 @@ CREATE TABLE kernels (
     flops_fp16                 DOUBLE,           -- CUDA-core FLOPs (add + mul + 2 fma), from ncu's roofline counters
     flops_fp32                 DOUBLE,
     flops_fp64                 DOUBLE,
-    flops                      DOUBLE,           -- their sum
+    tensor_flops               DOUBLE,           -- tensor-core FLOPs (int8: ops), from ncu's tensor roofline counters (sm__ops_path_tensor_src_<dtype>.sum); NULL when not exported
+    flops                      DOUBLE,           -- all FLOPs: CUDA-core + tensor-core
+    flops_source               VARCHAR,          -- where flops come from: 'ncu tensor counters', 'ncu CUDA-core counters' or NULL
     achieved_flops_per_s       DOUBLE,           -- flops / duration
     arithmetic_intensity       DOUBLE,           -- flops per DRAM byte
     peak_fp32_flops_per_s      DOUBLE,           -- the device's peak (ncu roofline peaks, else device attributes)
     peak_fp64_flops_per_s      DOUBLE,
     peak_dram_bytes_per_s      DOUBLE,           -- the device's peak DRAM bandwidth
+    peak_flops_per_s           DOUBLE,           -- the roof of this launch: dense tensor peak of its math dtype when it has tensor FLOPs (ncu's peak per cycle x measured SM clock, else normalize/gpu_peaks.csv), else the CUDA-core FP64 or FP32 peak
+    pct_of_peak                DOUBLE,           -- achieved_flops_per_s / peak_flops_per_s, %
     stall_barrier              DOUBLE,           -- warp stall reasons: warp cycles per issued instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio)
     stall_branch_resolving     DOUBLE,
     stall_dispatch_stall       DOUBLE,

@@ -269,13 +269,18 @@ KERNEL_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, framework
                 classify_op_class, classify_math_dtype)
 
 
+DEVICE_NAME = "device__attribute_display_name"
+
+
 def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     """KERNEL_STEPS, then the derived roofline columns (derived.py), on one run's kernel rows."""
     if "kernel_mangled" not in kernels.columns:
         kernels = kernels.with_columns(pl.lit(None, dtype=pl.String).alias("kernel_mangled"))
     for step in KERNEL_STEPS:
         kernels = step(kernels, rules)
-    extra = derived.derived_columns(kernels, wide_metrics(metrics, derived.wanted_metrics()))
+    device_names = (metrics.filter((pl.col("metric") == DEVICE_NAME) & pl.col("value_text").is_not_null())
+                    .select("launch_id", pl.col("value_text").alias("device_name")))
+    extra = derived.derived_columns(kernels, wide_metrics(metrics, derived.wanted_metrics()), device_names)
     return kernels.drop([c for c in derived.DERIVED_COLUMNS if c in kernels.columns]).join(
         extra, on="launch_id", how="left")
 

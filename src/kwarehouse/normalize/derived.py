@@ -1,11 +1,21 @@
-"""Derived metrics for the roofline: FLOPs by precision, arithmetic intensity, achieved FLOP/s and
-the device's peak FLOP/s and DRAM bandwidth.
+"""Derived metrics for the roofline: FLOPs by precision and unit, arithmetic intensity, achieved FLOP/s,
+the device's peaks, the roof of each launch's math dtype and the share of it reached.
 
-FLOPs follow ncu's SpeedOfLight_RooflineChart section: add + mul + 2 x fma thread instructions
-(an FMA is two operations), per precision. ncu collects them as rates per elapsed cycle summed over
-sub-partitions, so the count is rate x SM clock x duration; where a user collected the plain
-`.sum` counts, those are used as they are. Tensor-core work is not in these counters (ncu reports
-it as pipe utilisation, kernels.tensor_pipe_pct), so a GEMM's FLOPs here are its CUDA-core FLOPs.
+CUDA-core FLOPs follow ncu's SpeedOfLight_RooflineChart section: add + mul + 2 x fma thread
+instructions (an FMA is two operations), per precision. ncu collects them as rates per elapsed cycle
+summed over sub-partitions, so the count is rate x SM clock x duration; where a user collected the
+plain `.sum` counts, those are used as they are. They see no tensor-core work.
+
+Tensor-core FLOPs come from the SpeedOfLight_HierarchicalTensorRooflineChart section's
+sm__ops_path_tensor_src_<dtype>.sum counters, one per source dtype. They count FLOPs (an MMA's
+multiply-add is two): on the corpus H100 the nvjet GEMM of llama's aten::mm [2048, 1024] x [1024, 1024]
+reads 4,294,967,296 = 2 x 2048 x 1024 x 1024 (tests/test_performance_model.py). Where they are
+exported, the dtype with the most tensor FLOPs is the launch's math_dtype (the name rules decide
+otherwise), and the roof is that dtype's dense tensor peak: ncu's own peak per cycle
+(sm__ops_path_tensor_op_<hgmma|hmma|...>_src_<dtype>..._sparsity_off.sum.peak_sustained, the best
+instruction path; the src_<dtype> path peaks include 2:4 sparsity) x the SM clock ncu measured for the
+launch, else the published peak of gpu_peaks.csv. Launches without tensor FLOPs keep the CUDA-core
+roof: FP64 where FP64 FLOPs dominate, else FP32.
 
 Peaks come from ncu's own roofline metrics when the export has them (peak_sustained FMA per cycle
 x 2 x clock; peak DRAM bytes per cycle x DRAM clock), else from the CUDA device attributes:
@@ -34,9 +44,34 @@ DEVICE = ("device__attribute_multiprocessor_count", "device__attribute_clock_rat
 KHZ = 1e3
 NS = 1e-9
 
-DERIVED_COLUMNS = ("flops_fp16", "flops_fp32", "flops_fp64", "flops", "achieved_flops_per_s",
-                   "arithmetic_intensity", "peak_fp32_flops_per_s", "peak_fp64_flops_per_s",
-                   "peak_dram_bytes_per_s")
+# Tensor FLOPs by source dtype (sum of the names listed; fp8: e4m3 and e5m2 alike, dense and 2:4 sparse).
+TENSOR_OPS = {
+    "bf16": ["sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_bf16_dst_bf16.sum"],  # 2nd: sm_120
+    "fp16": ["sm__ops_path_tensor_src_fp16.sum"],
+    "tf32": ["sm__ops_path_tensor_src_tf32_dst_fp32.sum"],
+    "fp8": ["sm__ops_path_tensor_src_fp8_sparsity_off.sum", "sm__ops_path_tensor_src_fp8_sparsity_on.sum"],
+    "int8": ["sm__ops_path_tensor_src_int8.sum"],
+    "fp64": ["sm__ops_path_tensor_src_fp64.sum"],
+}
+# Dense tensor peak per SM-cycle by dtype: the best instruction path (wgmma on sm_90, mma.sync before).
+_PEAK = "sm__ops_path_tensor_op_{}_src_{}_sparsity_off.sum.peak_sustained"
+TENSOR_PEAK_PER_CYCLE = {
+    "bf16": [_PEAK.format(op, "bf16_dst_fp32") for op in ("hgmma", "hmma")],
+    "fp16": [_PEAK.format("hgmma", "fp16"), _PEAK.format("hmma", "fp16_dst_fp32"), _PEAK.format("hmma", "fp16_dst_fp16")],
+    "tf32": [_PEAK.format(op, "tf32_dst_fp32") for op in ("hgmma", "hmma")],
+    "fp8": ["sm__ops_path_tensor_src_fp8_sparsity_off.sum.peak_sustained"],
+    "int8": [_PEAK.format(op, "int8") for op in ("igmma", "imma")],
+    "fp64": ["sm__ops_path_tensor_src_fp64.sum.peak_sustained"],
+}
+# gpu_peaks.csv row of each counter dtype
+TABLE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8_e4m3", "int8": "int8", "fp64": "fp64"}
+TENSOR_COUNTERS = "ncu tensor counters"
+CUDA_CORE_COUNTERS = "ncu CUDA-core counters"
+
+DERIVED_COLUMNS = ("flops_fp16", "flops_fp32", "flops_fp64", "tensor_flops", "flops", "flops_source",
+                   "math_dtype", "achieved_flops_per_s", "arithmetic_intensity", "peak_fp32_flops_per_s",
+                   "peak_fp64_flops_per_s", "peak_dram_bytes_per_s", "peak_flops_per_s", "pct_of_peak")
+STRING_COLUMNS = ("flops_source", "math_dtype")
 
 
 @functools.cache
@@ -47,6 +82,8 @@ def lanes_per_sm() -> dict[str, dict[str, int]]:
 
 def wanted_metrics() -> list[str]:
     names = {*SMSP_CLOCK, *SM_CLOCK, *DRAM_PEAK, *DEVICE}
+    for listed in (*TENSOR_OPS.values(), *TENSOR_PEAK_PER_CYCLE.values()):
+        names.update(listed)
     for letter in PRECISIONS.values():
         for op in ("add", "mul", "fma"):
             names |= {RATE.format(letter, op), COUNT.format(letter, op)}
@@ -71,11 +108,33 @@ def _flops(frame: pl.DataFrame, letter: str, duration_s: pl.Expr) -> pl.Expr:
     return pl.coalesce(weighted(COUNT), weighted(RATE) * _first(frame, SMSP_CLOCK) * duration_s)
 
 
-def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
+def _tensor(frame: pl.DataFrame) -> tuple[dict[str, pl.Expr], pl.Expr]:
+    """Tensor FLOPs per counter dtype (null where not exported) and their sum."""
+    by_dtype = {}
+    for dtype, names in TENSOR_OPS.items():
+        present = [pl.col(n) for n in names if n in frame.columns]
+        if present:
+            by_dtype[dtype] = pl.when(pl.any_horizontal([p.is_not_null() for p in present])).then(
+                pl.sum_horizontal(present))
+    if not by_dtype:
+        return {}, pl.lit(None, dtype=pl.Float64)
+    total = pl.when(pl.any_horizontal([e.is_not_null() for e in by_dtype.values()])).then(
+        pl.sum_horizontal(list(by_dtype.values())))
+    return by_dtype, total
+
+
+def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.DataFrame | None = None) -> pl.DataFrame:
     """DERIVED_COLUMNS for each launch of `kernels` (needs launch_id, duration_ns, dram_bytes,
-    compute_capability) from `wide`: one row per launch_id, a column per metric of wanted_metrics()."""
-    frame = kernels.select("launch_id", "duration_ns", "dram_bytes", "compute_capability").join(
+    compute_capability, math_dtype) from `wide`: one row per launch_id, a column per metric of
+    wanted_metrics(); `device_names` (launch_id, device_name) picks gpu_peaks.csv rows."""
+    if "math_dtype" not in kernels.columns:
+        kernels = kernels.with_columns(pl.lit("unknown").alias("math_dtype"))
+    frame = kernels.select("launch_id", "duration_ns", "dram_bytes", "compute_capability", "math_dtype").join(
         wide, on="launch_id", how="left")
+    if device_names is not None:
+        frame = frame.join(device_names.unique("launch_id"), on="launch_id", how="left")
+    else:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("device_name"))
     duration_s = pl.col("duration_ns") * NS
     lanes = lanes_per_sm()
     fp32_lanes = pl.col("compute_capability").replace_strict(
@@ -85,9 +144,11 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
     sm_clock = _first(frame, SM_CLOCK)
     device_clock = _col(frame, DEVICE[1]) * KHZ
     sms = _col(frame, DEVICE[0])
+    by_dtype, tensor_total = _tensor(frame)
     frame = frame.with_columns(
         *[_flops(frame, letter, duration_s).alias(f"flops_{precision}")
           for precision, letter in PRECISIONS.items()],
+        tensor_total.alias("tensor_flops"),
         pl.coalesce(_col(frame, PEAK_FMA.format("f")) * 2 * sm_clock,
                     sms * fp32_lanes * 2 * device_clock).alias("peak_fp32_flops_per_s"),
         pl.coalesce(_col(frame, PEAK_FMA.format("d")) * 2 * sm_clock,
@@ -95,12 +156,64 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(_col(frame, DRAM_PEAK[0]) * _col(frame, DRAM_PEAK[1]),
                     _col(frame, DEVICE[2]) * KHZ * 2 * _col(frame, DEVICE[3]) / 8).alias("peak_dram_bytes_per_s"),
     )
-    precisions = [pl.col(f"flops_{p}") for p in PRECISIONS]
+    # The tensor counters decide the math dtype: the source dtype with the most FLOPs (fp8 keeps the
+    # name's e4m3/e5m2 where it says, the counters do not tell them apart).
+    tensor_dtype = pl.lit(None, dtype=pl.String)
+    if by_dtype:
+        most = pl.max_horizontal([e.fill_null(0) for e in by_dtype.values()])
+        tensor_dtype = pl.coalesce([pl.when((e.fill_null(0) == most) & (most > 0)).then(pl.lit(d))
+                                    for d, e in by_dtype.items()])
+    name_dtype = pl.col("math_dtype").fill_null("unknown")
+    has_tensor = pl.col("tensor_flops").fill_null(0) > 0
     frame = frame.with_columns(
-        pl.when(pl.any_horizontal([p.is_not_null() for p in precisions]))
-        .then(pl.sum_horizontal(precisions)).alias("flops"))
-    return frame.with_columns(
+        pl.when(has_tensor & (tensor_dtype == "fp8"))
+        .then(pl.when(name_dtype.str.starts_with("fp8")).then(name_dtype).otherwise(pl.lit("unknown")))
+        .when(has_tensor).then(tensor_dtype).otherwise(name_dtype).alias("math_dtype"),
+        tensor_dtype.alias("_counter_dtype"))
+    precisions = [pl.col(f"flops_{p}") for p in PRECISIONS]
+    cuda_core = pl.when(pl.any_horizontal([p.is_not_null() for p in precisions])).then(pl.sum_horizontal(precisions))
+    # all FLOPs = CUDA-core + tensor; without CUDA-core counters, a tensor kernel's FLOPs are its tensor
+    # FLOPs (its epilogue's few CUDA-core FLOPs unseen) and a kernel without tensor work has no count
+    frame = frame.with_columns(
+        pl.when(cuda_core.is_not_null()).then(cuda_core + pl.col("tensor_flops").fill_null(0))
+        .when(has_tensor).then(pl.col("tensor_flops")).alias("flops"),
+        pl.when(has_tensor).then(pl.lit(TENSOR_COUNTERS))
+        .when(cuda_core.is_not_null()).then(pl.lit(CUDA_CORE_COUNTERS)).alias("flops_source"))
+    frame = frame.with_columns(_tensor_roof(frame, sm_clock).alias("_tensor_roof"))
+    fp64_dominates = pl.col("flops_fp64").fill_null(0) > pl.col("flops_fp32").fill_null(0) + pl.col(
+        "flops_fp16").fill_null(0)
+    frame = frame.with_columns(
+        pl.when(has_tensor).then(pl.col("_tensor_roof"))
+        .when(fp64_dominates | ((pl.col("math_dtype") == "fp64") & cuda_core.is_null()))
+        .then(pl.col("peak_fp64_flops_per_s"))
+        .otherwise(pl.col("peak_fp32_flops_per_s")).alias("peak_flops_per_s"),
         (pl.col("flops") / pl.when(duration_s > 0).then(duration_s)).alias("achieved_flops_per_s"),
         (pl.col("flops") / pl.when(pl.col("dram_bytes") > 0).then(pl.col("dram_bytes")))
         .alias("arithmetic_intensity"),
-    ).select("launch_id", *[pl.col(c).cast(pl.Float64) for c in DERIVED_COLUMNS])
+    )
+    frame = frame.with_columns(
+        (100 * pl.col("achieved_flops_per_s") / pl.when(pl.col("peak_flops_per_s") > 0).then(pl.col("peak_flops_per_s")))
+        .alias("pct_of_peak"))
+    return frame.select("launch_id", *[pl.col(c) if c in STRING_COLUMNS else pl.col(c).cast(pl.Float64)
+                                       for c in DERIVED_COLUMNS])
+
+
+def _tensor_roof(frame: pl.DataFrame, sm_clock: pl.Expr) -> pl.Expr:
+    """Dense tensor peak FLOP/s of the launch's counter dtype: ncu's per-cycle peak x the SM clock it
+    measured, else gpu_peaks.csv for the device name."""
+    from kwarehouse.normalize import peaks
+    options = []
+    for dtype, names in TENSOR_PEAK_PER_CYCLE.items():
+        present = [pl.col(n) for n in names if n in frame.columns]
+        if present:
+            options.append(pl.when(pl.col("_counter_dtype") == dtype).then(pl.max_horizontal(present) * sm_clock))
+    ncu_peak = pl.coalesce(options) if options else pl.lit(None, dtype=pl.Float64)
+    names = frame["device_name"].drop_nulls().unique().to_list()
+    table = {(n, d): p.tensor_dense_flops_per_s for n in names for d, t in TABLE_DTYPE.items()
+             if (p := peaks.peak(n, t)) is not None and p.tensor_dense_flops_per_s is not None}
+    if not table:
+        return ncu_peak
+    keys = pl.concat_str(pl.col("device_name"), pl.lit("|"), pl.col("_counter_dtype"))
+    published = keys.replace_strict({f"{n}|{d}": v for (n, d), v in table.items()}, default=None,
+                                    return_dtype=pl.Float64)
+    return pl.coalesce(ncu_peak, published)

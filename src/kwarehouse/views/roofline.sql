@@ -1,12 +1,16 @@
 -- Roofline per launch and per kernel identity on each GPU: arithmetic intensity, achieved FLOP/s, the GPU's peaks and ridge point, and the fraction of the roof reached.
--- FLOPs are CUDA-core FLOPs from ncu's roofline counters (kernels.flops; tensor-core work is not in them).
--- The compute roof is the FP64 peak where FP64 FLOPs dominate, else FP32. roof = min(peak FLOP/s,
+-- FLOPs are kernels.flops: CUDA-core FLOPs from ncu's roofline counters plus tensor-core FLOPs where the
+-- export has the tensor roofline counters (kernels.flops_source says which). The compute roof is
+-- kernels.peak_flops_per_s: the dense tensor peak of the launch's math dtype when it has tensor FLOPs,
+-- else the FP64 peak where FP64 FLOPs dominate, else FP32. roof = min(peak FLOP/s,
 -- intensity x peak DRAM bandwidth); ridge point = peak FLOP/s / peak bandwidth (FLOP per byte).
 WITH launches AS (
     SELECT 'launch' AS level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base,
            CAST(1 AS BIGINT) AS launches, duration_ns, flops, dram_bytes, arithmetic_intensity, achieved_flops_per_s,
-           CASE WHEN coalesce(flops_fp64, 0) > coalesce(flops_fp32, 0) + coalesce(flops_fp16, 0)
-                THEN peak_fp64_flops_per_s ELSE peak_fp32_flops_per_s END AS peak_flops_per_s,
+           -- runs an older kwh wrote have no peak_flops_per_s until `kwh renormalize`: the CUDA-core roof
+           coalesce(peak_flops_per_s,
+                    CASE WHEN coalesce(flops_fp64, 0) > coalesce(flops_fp32, 0) + coalesce(flops_fp16, 0)
+                         THEN peak_fp64_flops_per_s ELSE peak_fp32_flops_per_s END) AS peak_flops_per_s,
            peak_dram_bytes_per_s
     FROM kernels
 ), identities AS (
