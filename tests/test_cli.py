@@ -85,7 +85,10 @@ def test_summary(run):
     run("ingest", str(DATA / "ncu-gpt2-h100"))
     output = run("summary").output
     assert "Kernels per model" in output and "Top 10 kernels by GPU time" in output
-    assert "gpt2   NVIDIA H100 80GB HBM3     1        3" in output
+    assert "gpt2   NVIDIA H100 80GB HBM3     1  ncu          3" in output
+    # runs counts traces too: a model with only a torch trace is listed, with no profiled kernels
+    run("ingest", str(DATA / "torch-trace-gpt2"))
+    assert "gpt2   NVIDIA H100 80GB HBM3     2  ncu, torch        3" in run("summary").output
 
 
 def test_every_command_has_help_with_an_example(run):

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from kwarehouse.store import Warehouse
 
+# runs counts every run of the model (ncu, nsys, torch); the kernel columns are ncu's profiled launches.
 PER_MODEL = """
-SELECT model, gpu, count(DISTINCT run_id) AS runs, count(*) AS kernels,
-       count(DISTINCT kernel_id) AS distinct_kernels,
-       round(sum(duration_ns) / 1e3, 1) AS gpu_time_us
-FROM kernels GROUP BY ALL ORDER BY model, gpu
+WITH all_runs AS (SELECT model, gpu, count(*) AS runs,
+                         string_agg(DISTINCT tool, ', ' ORDER BY tool) AS tools FROM runs GROUP BY ALL)
+SELECT r.model, r.gpu, r.runs, r.tools, coalesce(k.kernels, 0) AS kernels,
+       coalesce(k.distinct_kernels, 0) AS distinct_kernels, k.gpu_time_us
+FROM all_runs r LEFT JOIN (
+    SELECT model, gpu, count(*) AS kernels, count(DISTINCT kernel_id) AS distinct_kernels,
+           round(sum(duration_ns) / 1e3, 1) AS gpu_time_us
+    FROM kernels GROUP BY ALL) k USING (model, gpu)
+ORDER BY r.model, r.gpu
 """
 TOP_KERNELS = """
 SELECT left(any_value(kernel_base), 60) AS kernel, library, op_class, count(*) AS launches,
