@@ -43,6 +43,30 @@ def sniff(path: Path) -> Reader | None:
     return None
 
 
+# Why a file that no reader claims was not ingested, by what its first bytes look like. Binary files
+# keep the wording kwh always used; text and JSON (notes, logs, manifests, tool output) say so.
+NOT_AN_EXPORT = "not a profiler export ({kind})"
+NO_READER = "no reader for this kind of file"
+_KIND_BYTES = 4096
+
+
+def unclaimed_reason(path: Path) -> str:
+    """The skip reason for a file no reader claimed: 'not a profiler export (text)' / '(JSON)', or
+    NO_READER for binary content (which is not worth a line of its own in the ingest summary)."""
+    with open(path, "rb") as handle:
+        head = handle.read(_KIND_BYTES)
+    if gzipped.is_gzip(head) or b"\0" in head:
+        return NO_READER
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:   # not just a character cut by the 4 KB boundary
+            return NO_READER
+        text = head[:exc.start].decode("utf-8")
+    text = text.lstrip("\ufeff \t\r\n")
+    return NOT_AN_EXPORT.format(kind="JSON" if text[:1] in ("{", "[") else "text")
+
+
 def reject_empty(path: Path) -> None:
     if path.stat().st_size == 0:
         raise InputError(path, "file is empty; expected a profiler export such as ncu --csv --page raw")
