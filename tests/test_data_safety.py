@@ -34,7 +34,8 @@ def cli(warehouse: Warehouse, *args: str):
 
 
 def parquet_files(root: Path) -> set[Path]:
-    return {p for p in root.rglob("*.parquet") if p.is_file()}
+    """The Parquet files of the table folders (not their _files/ links, staging or quarantine)."""
+    return {p for p in root.rglob("*.parquet") if p.is_file() and not p.relative_to(root).parts[0].startswith("_")}
 
 
 def one_error_line(result) -> str:
@@ -523,7 +524,10 @@ def test_a_lost_parquet_file_is_reported_and_repaired_by_taking_its_run_out(tmp_
     pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
     pipeline.compact(warehouse)
     lost = warehouse.committed_files("kernels")[0]
-    lost.unlink()
+    table_name = warehouse.root / lost.relative_to(warehouse.root / store.FILES)
+    table_name.unlink()              # one name of a committed file gone: nothing is lost
+    assert cli(warehouse, "check").exit_code == 0 and kwh_counts(warehouse)[:2] == (2, 3)
+    lost.unlink()                    # both: the rows are lost
     result = cli(warehouse, "sql", "SELECT count(*) FROM runs")
     assert result.exit_code == 0 and "1 committed file(s)" in result.output and "run kwh check" in result.output
     checked = cli(warehouse, "check")
@@ -703,3 +707,30 @@ def test_a_warehouse_of_the_previous_kwh_is_read_and_upgraded(tmp_path):
         ids = con.execute("SELECT value FROM catalog_info WHERE key = 'warehouse_id'").fetchall()
     assert ids and (warehouse.root / "warehouse.json").read_text().count(ids[0][0]) == 1
     assert check.check(Warehouse(warehouse.root)).ok
+
+
+def test_globbing_readers_see_exactly_the_committed_rows_after_a_merge_and_a_compaction(tmp_path):
+    """polars, pyarrow.dataset and DuckDB reading the table folders directly count what kwh counts,
+    while a DuckDB session bound before the compaction keeps working through the grace period."""
+    import polars as pl
+    import pyarrow.dataset as ds
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([GPT2 / "gpt2.raw.csv", DATA / "torch-trace-gpt2"], warehouse)
+    pipeline.ingest([GPT2 / "gpt2.details.csv"], warehouse)        # a later page merges into the run
+    session = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    pipeline.compact(warehouse)
+
+    def counts() -> dict[str, int]:
+        folder = warehouse.root / "kernels"
+        return {
+            "kwh": rows(warehouse, "SELECT count(*) FROM kernels")[0][0],
+            "polars": pl.scan_parquet(f"{folder}/**/*.parquet", hive_partitioning=True).select(pl.len()).collect().item(),
+            "pyarrow": ds.dataset(folder, format="parquet", partitioning="hive").count_rows(),
+            "duckdb": duckdb.sql(f"SELECT count(*) FROM read_parquet('{folder}/**/*.parquet', "
+                                 "hive_partitioning = true)").fetchall()[0][0],
+        }
+    assert set(counts().values()) == {3}
+    assert set(rows(warehouse, "SELECT count(*) FROM runs")[0]) == {2}
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{warehouse.root}/runs/**/*.parquet')").fetchall() == [(2,)]
+    assert session.execute("SELECT count(*) FROM kernels").fetchall() == [(3,)]   # bound before: still reads
+    session.close()

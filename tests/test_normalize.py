@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -379,11 +380,18 @@ def test_renormalize_applies_new_rules_to_old_runs_and_is_idempotent(warehouse):
     assert pipeline.renormalize(warehouse).unchanged == 1
 
 
+def table_folder_path(warehouse: Warehouse, link: Path) -> Path:
+    """The table-folder name of a committed file whose _files/ link committed_files gave."""
+    from kwarehouse import store
+    return warehouse.root / link.relative_to(warehouse.root / store.FILES)
+
+
 def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
     before = rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id")
     from kwarehouse import store
-    for path in ingested.committed_files("kernels"):   # as an older kwh would have written them
-        table = pq.read_table(path)
+    for link in ingested.committed_files("kernels"):   # as an older kwh would have written them
+        path = table_folder_path(ingested, link)
+        table = pq.read_table(link)
         old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernels')}", ""))
         assert old != path
         pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops",
@@ -391,6 +399,7 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
                                               "flops_source", "peak_flops_per_s", "pct_of_peak",
                                               "tensor_util_pct"]), old)
         path.unlink()
+        link.unlink()                                  # an older kwh made no _files/ links
         with ingested.engine.begin() as con:   # an older kwh named its files without the schema mark
             for listing in (store.catalog_parquet, store.catalog_parquet_runs):
                 con.execute(listing.update().where(listing.c.path == path.relative_to(ingested.root).as_posix())
@@ -432,11 +441,13 @@ def test_files_of_old_and_current_schema_read_together(ingested, tmp_path):
     files of today's schema: the views read both, the old ones' missing columns as NULL."""
     from kwarehouse import store
     mark = store.current_schema_mark("kernels")
-    oldest = ingested.committed_files("kernels")[0]
-    table = pq.read_table(oldest)
+    link = ingested.committed_files("kernels")[0]
+    oldest = table_folder_path(ingested, link)
+    table = pq.read_table(link)
     renamed = oldest.with_name(oldest.name.replace(f".{mark}", ""))
     pq.write_table(table.drop_columns(["flops"]), renamed)
     oldest.unlink()
+    link.unlink()                                      # an older kwh made no _files/ links
     with ingested.engine.begin() as con:
         for listing in (store.catalog_parquet, store.catalog_parquet_runs):
             con.execute(listing.update().where(listing.c.path == oldest.relative_to(ingested.root).as_posix())

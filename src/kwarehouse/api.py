@@ -51,14 +51,13 @@ class KernelWarehouse:
             raise KeyError(f"no table {name!r}; tables: {', '.join(schema.tables())}")
         spec = schema.tables()[name]
         snapshot = self.warehouse.snapshot()
-        files = [self.warehouse.root / p for p in snapshot.files.get(name, [])
-                 if (self.warehouse.root / p).exists()]
         hive = {c: pl.String for c in spec.partition_columns}
         target = pl.from_arrow(spec.arrow.empty_table()).lazy()
         groups: dict[tuple, list[str]] = {}
-        for f in files:
-            real = _real_names(f.relative_to(self.warehouse.root), snapshot.names)
-            groups.setdefault(tuple(sorted(real.items())), []).append(str(f))
+        for relative in snapshot.files.get(name, []):
+            if self.warehouse.read_path(relative).exists():
+                real = _real_names(Path(relative), snapshot.names)
+                groups.setdefault(tuple(sorted(real.items())), []).append(str(self.warehouse.read_path(relative)))
         frames = [target]
         for real, group in groups.items():
             frame = pl.scan_parquet(group, hive_partitioning=True, hive_schema=hive, missing_columns="insert")

@@ -143,7 +143,7 @@ def folder_has_data(root: Path) -> bool:
     """Whether `root` holds what a kwh writer leaves: table folders, warehouse.duckdb, staging."""
     if not root.is_dir():
         return False
-    names = [*schema.tables(), "_staging", "warehouse.duckdb"]
+    names = [*schema.tables(), "_staging", "_files", "warehouse.duckdb"]
     return any((root / name).exists() for name in names)
 
 

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import publish, schema
+from kwarehouse import publish, schema, store
 from kwarehouse.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
                                 catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.store import Warehouse
@@ -51,7 +51,10 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
             if damaged:
                 sources = _sources_of(warehouse, damaged)
                 for path in found.corrupt:
-                    kept = publish.quarantine(warehouse.root, warehouse.root / path)
+                    kept = publish.quarantine(warehouse.root, warehouse.read_path(path))
+                    for other in (warehouse.root / path, warehouse.root / store.FILES / path):
+                        if other.is_file() and not other.is_symlink():   # its other name (same damaged data)
+                            other.unlink()
                     report.repaired.append(f"moved the unreadable {path} to {kept.relative_to(warehouse.root)}")
                 warehouse.remove_runs(sorted(damaged))
                 for run_id in sorted(damaged):
@@ -96,7 +99,7 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         intents = list(con.execute(sa.select(write_intents.c.path, write_intents.c.kind)))
     found.runs, found.files = len(run_ids), len(committed) + len(rollups)
     for path in sorted({**committed, **rollups}):
-        target = root / path
+        target = warehouse.read_path(path)
         if not target.is_file():
             found.problems.append(f"{path}: committed but missing" + _runs_note(runs_of.get(path)))
         else:

@@ -149,15 +149,18 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
     snapshot = warehouse.snapshot()     # one catalog snapshot for every table
     for name, spec in schema.tables().items():
         ddl = table_ddl(name)
-        files = [warehouse.root / p for p in snapshot.files.get(name, []) if (warehouse.root / p).exists()]
         # folders whose names abbreviate a long or odd model/GPU name get the real one from the catalog
         groups: dict[tuple, list[str]] = {}
-        for f in files:
-            real = _real_names(f.relative_to(warehouse.root), snapshot.names)
-            groups.setdefault(tuple(sorted(real.items())), []).append(str(f))
+        for relative in snapshot.files.get(name, []):
+            path = warehouse.read_path(relative)
+            if path.exists():
+                real = _real_names(Path(relative), snapshot.names)
+                # the table folder of the _files/ link, or of a file an older kwh wrote
+                base = str(path)[:len(str(path)) - len(relative)] + name
+                groups.setdefault((base, tuple(sorted(real.items()))), []).append(str(path))
         frames = []
-        for real, group in groups.items():
-            frame = spark.read.schema(ddl).option("basePath", str(warehouse.root / name)).parquet(*group)
+        for (base, real), group in groups.items():
+            frame = spark.read.schema(ddl).option("basePath", base).parquet(*group)
             for column, value in real:
                 frame = frame.withColumn(column, functions.lit(value))
             frames.append(frame.select(*[f"`{column}`" for column, _ in spec.sql_types]))

@@ -60,6 +60,11 @@ RETIRE_GRACE = timedelta(minutes=10)
 # values are cut and end in "~<hash>"; the real value is kept in the catalog and the views show it.
 MAX_PARTITION_BYTES = 120
 QUARANTINE = "_quarantine"
+# Every committed file also has a hard link under _files/ (same relative path). Views read those
+# links; the table folders hold only what is committed now. A replaced file leaves its table folder
+# at once (so polars/pyarrow/DuckDB/Spark globbing a table folder see exactly the committed rows)
+# while its link keeps it readable for views bound before, until RETIRE_GRACE has passed.
+FILES = "_files"
 # How long a command waits for a catalog.sqlite another process holds locked (without --wait).
 CATALOG_BUSY_SECONDS = 120
 # How often a writer waiting for another's lock looks again.
@@ -334,7 +339,13 @@ class Warehouse:
                     sa.select(catalog_parquet_runs.c.path).where(catalog_parquet_runs.c.run_id == run_id)))
             query = query.order_by(catalog_parquet.c.path)
         with self._read() as con:
-            return [self.root / p for p in con.execute(query).scalars()]
+            return [self.read_path(p) for p in con.execute(query).scalars()]
+
+    def read_path(self, relative: str | Path) -> Path:
+        """Where readers read a committed (or retired) file: its _files/ link, else (a file an older
+        kwh wrote, or a file system without hard links) its table folder path."""
+        link = self.root / FILES / relative
+        return link if link.exists() else self.root / relative
 
     def snapshot(self) -> Snapshot:
         """Every table's committed files and the real partition names, read in one statement so a
@@ -445,7 +456,7 @@ class Warehouse:
                 # a compacted file holds the rows of several runs: read only this run's
                 out[name] = pa.concat_tables(
                     [_with_columns_of(_with_partitions(pq.read_table(f, filters=[("run_id", "=", run_id)]),
-                                                       f.relative_to(self.root),
+                                                       _table_relative(f.relative_to(self.root)),
                                                        dict(zip(("model", "gpu"), names or ()))), spec.arrow)
                      for f in files])
         return out
@@ -515,11 +526,11 @@ class Warehouse:
                 others = {r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
                     catalog_parquet_runs.c.path == path)).scalars()} - replaced
                 retired.append(path)
-                if others and (self.root / path).is_file():   # (kwh check --repair takes out every run of a lost file)
+                if others and self.read_path(path).is_file():   # (kwh check --repair takes out every run of a lost file)
                     spec = schema.tables()[name]
                     dropped = pa.array(sorted(replaced), pa.string())
                     kept = (chunk.filter(pc.invert(pc.is_in(chunk["run_id"], value_set=dropped)))
-                            for chunk in _chunks([self.root / path], spec.file_schema))
+                            for chunk in _chunks([self.read_path(path)], spec.file_schema))
                     relative = Path(path).parent / f"compact-{txn}-{len(moves)}.parquet"
                     relative = self._stage_chunks(stage, relative, name, kept)
                     moves.append((stage / relative, relative, name, tuple(sorted(others))))
@@ -546,6 +557,7 @@ class Warehouse:
                     con.execute(catalog_files.insert().values(sha256=f.sha256, path=f.path, format=f.format,
                                                               run_id=staged.run_id, ingested_at=now, size=f.size))
             catalog.bump_generation(con)
+        self._detach(retired)
         for staged, _ in batch:
             self.discard_staged(staged)
         shutil.rmtree(stage, ignore_errors=True)
@@ -556,11 +568,34 @@ class Warehouse:
         if not moves:
             return
         with self.engine.begin() as con:
-            con.execute(write_intents.insert(), [{"path": relative.as_posix(), "kind": "file",
-                                                  "created_at": catalog.now()} for _, relative, _, _ in moves])
+            con.execute(write_intents.insert(), [{"path": path, "kind": "file", "created_at": catalog.now()}
+                                                 for _, relative, _, _ in moves
+                                                 for path in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])
         for staged, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staged, self.root / relative)
+            self._link(relative)
+
+    def _link(self, relative: Path | str) -> bool:
+        """Give a file of a table folder its _files/ link (see FILES); False where the file system
+        has no hard links (readers then read the table folder path)."""
+        link = self.root / FILES / relative
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.exists():
+                return True
+            os.link(self.root / relative, link)
+            return True
+        except OSError:
+            return False
+
+    def _detach(self, retired: list[str]) -> None:
+        """Take retired files out of their table folders (their _files/ links keep them readable for
+        views bound before, until repair deletes them); a file that cannot be linked stays."""
+        for path in retired:
+            tree = self.root / path
+            if tree.is_file() and not tree.is_symlink() and self._link(path):
+                tree.unlink()
 
     def _stage(self, stage: Path, relative: Path, name: str, table: pa.Table) -> Path:
         """Write `table` under `stage`; returns the file's path relative to the root, which is
@@ -589,8 +624,8 @@ class Warehouse:
             con.execute(catalog_parquet.insert().values(path=relative.as_posix(), table_name=name, run_id=runs[0]))
             con.execute(catalog_parquet_runs.insert(), [{"path": relative.as_posix(), "run_id": r} for r in runs])
         if moves:
-            con.execute(write_intents.delete().where(
-                write_intents.c.path.in_([relative.as_posix() for _, relative, _, _ in moves])))
+            con.execute(write_intents.delete().where(write_intents.c.path.in_(
+                [p for _, relative, _, _ in moves for p in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])))
 
     def compact(self) -> list[str]:
         """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
@@ -615,7 +650,7 @@ class Warehouse:
                 continue
             spec = schema.tables()[name]
             relative = self._stage_chunks(stage, Path(folder) / f"compact-{txn}.parquet", name,
-                                          _chunks([self.root / p for p in sorted(paths)], spec.file_schema))
+                                          _chunks([self.read_path(p) for p in sorted(paths)], spec.file_schema))
             runs = tuple(sorted(set().union(*(runs_of.get(p, set()) for p in paths))))
             moves.append((stage / relative, relative, name, runs))
             retired.extend(paths)
@@ -626,6 +661,7 @@ class Warehouse:
         with self.engine.begin() as con:
             self._swap_files(con, retired, moves, catalog.now())
             catalog.bump_generation(con)
+        self._detach(retired)
         shutil.rmtree(stage, ignore_errors=True)
         return merged
 
@@ -645,6 +681,7 @@ class Warehouse:
         now = catalog.now()
         replaced = [(name, day) for _, _, name, day in moves] + [
             (name, day) for name, days in (drop_days or {}).items() for day in days]
+        retired: list[str] = []
         with self.engine.begin() as con:
             for name, day in replaced:
                 condition = sa.and_(catalog_rollup_files.c.table_name == name, catalog_rollup_files.c.day == day)
@@ -652,15 +689,17 @@ class Warehouse:
                 con.execute(catalog_rollup_files.delete().where(condition))
                 if old:
                     con.execute(catalog_retired.insert(), [{"path": p, "retired_at": now} for p in old])
+                    retired += old
             for _, relative, name, day in moves:
                 con.execute(catalog_rollup_files.insert().values(path=relative.as_posix(), table_name=name, day=day))
             if moves:
-                con.execute(write_intents.delete().where(
-                    write_intents.c.path.in_([relative.as_posix() for _, relative, _, _ in moves])))
+                con.execute(write_intents.delete().where(write_intents.c.path.in_(
+                    [p for _, relative, _, _ in moves for p in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])))
             for key, value in state.items():
                 con.execute(catalog_rollup_state.delete().where(catalog_rollup_state.c.name == key))
                 con.execute(catalog_rollup_state.insert().values(name=key, value=value))
             catalog.bump_generation(con)
+        self._detach(retired)
         shutil.rmtree(stage, ignore_errors=True)
 
     def remove_runs(self, run_ids: list[str]) -> None:
@@ -714,14 +753,17 @@ class Warehouse:
             if kind == "staging" and target.is_dir() and not target.is_symlink():
                 staged_files += sum(1 for p in target.rglob("*") if p.is_file())
                 shutil.rmtree(target, ignore_errors=True)
-            elif kind == "file" and path not in known and (target.is_file() and not target.is_symlink()):
+            elif (kind == "file" and path not in known and path.removeprefix(f"{FILES}/") not in known
+                  and target.is_file() and not target.is_symlink()):
                 target.unlink()
-                repairs.append(f"removed {path}: written by an interrupted ingest and never committed")
+                if not path.startswith(f"{FILES}/"):
+                    repairs.append(f"removed {path}: written by an interrupted ingest and never committed")
         if staged_files:
             repairs.append(f"removed {staged_files} staged file(s) of an interrupted ingest")
         if intents:
             with self.engine.begin() as con:
                 con.execute(write_intents.delete().where(write_intents.c.path.in_([p for p, _ in intents])))
+        self._detach([p for p in retired if (self.root / p).is_file()])   # a crash after their commit
         now = catalog.now()
         expired = [p for p, at in retired.items() if now - at > RETIRE_GRACE]
         if expired:
@@ -733,9 +775,9 @@ class Warehouse:
             with self.engine.begin() as con:
                 con.execute(catalog_retired.delete().where(catalog_retired.c.path.in_(expired)))
             for path in expired:
-                target = self.root / path
-                if not target.is_symlink():
-                    target.unlink(missing_ok=True)
+                for target in (self.root / path, self.root / FILES / path):
+                    if not target.is_symlink():
+                        target.unlink(missing_ok=True)
         return repairs
 
     # -- reading ---------------------------------------------------------------------------------
@@ -745,8 +787,8 @@ class Warehouse:
         snapshot = snapshot or self.snapshot()
         statements = []
         for name, spec in schema.tables().items():
-            files = [self.root / p for p in snapshot.files.get(name, [])]
-            files = [f for f in files if f.exists()]
+            relative_of = {self.read_path(p): Path(p) for p in snapshot.files.get(name, [])}
+            files = [f for f in relative_of if f.exists()]
             columns = ", ".join(f'"{c}"' for c, _ in spec.sql_types)
             typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in spec.sql_types)
             if not files:
@@ -759,7 +801,7 @@ class Warehouse:
             renamed: dict[Path, dict[str, str]] = {}
             plain = []
             for f in files:
-                real = _real_names(f.relative_to(self.root), snapshot.names)
+                real = _real_names(relative_of[f], snapshot.names)
                 if real:
                     renamed.setdefault(f.parent, real)
                 else:
@@ -788,7 +830,7 @@ class Warehouse:
     def missing_files(self, snapshot: Snapshot | None = None) -> list[str]:
         """Committed files that are not on disk (kwh check --repair takes their runs out)."""
         snapshot = snapshot or self.snapshot()
-        return [p for paths in snapshot.files.values() for p in paths if not (self.root / p).exists()]
+        return [p for paths in snapshot.files.values() for p in paths if not self.read_path(p).exists()]
 
     def refresh_published_if_free(self) -> None:
         """Rebuild a stale warehouse.duckdb (a moved or copied warehouse, a failed rebuild) when no
@@ -844,6 +886,11 @@ class Warehouse:
 def _catalog_version(engine: sa.Engine) -> int:
     with engine.connect() as con:
         return int(con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "version")).scalar() or 0)
+
+
+def _table_relative(relative: Path) -> Path:
+    """A file's path from the root without the _files/ prefix its link has."""
+    return Path(*relative.parts[1:]) if relative.parts and relative.parts[0] == FILES else relative
 
 
 def _first_line(exc: BaseException) -> str:
