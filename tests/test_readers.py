@@ -23,11 +23,14 @@ NCU_FORMAT = {
     "ncu-details-with-rules_rtx5090-cc12.0_llm-perf-opt-kernel0001.csv": "ncu-details-csv",
     "details.norules.csv": "ncu-details-csv", "custom_cupy.raw.csv": "ncu-raw-csv",
     "compiled_mlp.raw.csv": "ncu-raw-csv", "compiled_mlp.ncu-rep": "ncu-rep",
+    "gpt2.ncu-console.txt": "ncu-text", "gpt2.details-text.txt": "ncu-text",
 }
+# ncu folders kept out of the shared test warehouse (their own tests ingest them)
+NCU_FOLDERS = ("ncu-", "text-ncu-")
 # Folders of other tools hold one format each.
 FOLDER_FORMAT = {"nsys-sqlite-": "nsys-sqlite", "nsys-stats-": "nsys-stats-csv", "torch-trace-": "torch-trace"}
 SIDECARS = ("manifest", "ncu_version", "gpu.txt")
-GOOD = sorted(p for p in DATA.glob("*/*") if p.parent.name.startswith(("ncu-", *FOLDER_FORMAT))
+GOOD = sorted(p for p in DATA.glob("*/*") if p.parent.name.startswith((*NCU_FOLDERS, *FOLDER_FORMAT))
               and not p.name.startswith(SIDECARS))
 
 
@@ -39,7 +42,7 @@ def expected_format(path: Path) -> str:
 
 
 def test_every_good_export_is_covered():
-    ncu = {p.name for p in GOOD if p.parent.name.startswith("ncu-")}
+    ncu = {p.name for p in GOOD if p.parent.name.startswith(NCU_FOLDERS)}
     assert sorted(ncu) == sorted(NCU_FORMAT)
     assert {expected_format(p) for p in GOOD} == set(ingest.READERS)
 

@@ -25,6 +25,8 @@ EXPORTS = {
     "ncu details": (DATA / "ncu-gpt2-h100/gpt2.details.csv", True),
     "ncu details stdout": (DATA / "ncu-cupy-h100-stdout/stdout.details.csv", True),
     "ncu-rep": (DATA / "ncu-rep-compiled-mlp/compiled_mlp.ncu-rep", False),
+    # not line-based in that sense: a cut at a line end inside a table or a launch is refused too
+    "ncu text": (DATA / "text-ncu-gpt2-h100/gpt2.ncu-console.txt", False),
     "nsys stats": (DATA / "nsys-stats-rtx5090/summary_cuda_gpu_kern_sum.csv", True),
     "nsys stats stdout": (DATA / "nsys-stats-derived-a100/stats_stdout.csv", True),
     "nsys sqlite": (DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite", False),

@@ -10,11 +10,13 @@ from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
 from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
 from kwarehouse.ingest.ncu_rep import NcuRep
+from kwarehouse.ingest.ncu_text import NcuText
 from kwarehouse.ingest.nsys_sqlite import NsysSqlite
 from kwarehouse.ingest.nsys_stats_csv import NsysStatsCsv
 from kwarehouse.ingest.torch_trace import TorchTrace
 
-READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), NcuRep(), NsysSqlite(), NsysStatsCsv(), TorchTrace())}
+READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), NcuText(), NcuRep(), NsysSqlite(),
+                                                   NsysStatsCsv(), TorchTrace())}
 
 # How much of a file sniffing looks at: enough to pass program output a user redirected before the CSV.
 SNIFF_BYTES = 1 << 20

@@ -63,6 +63,9 @@ class NcuDetailsCsv:
                         *[pl.col(s).alias(t) for s, t in present.items()])
                 .with_columns([pl.lit(None, dtype=pl.String).alias(t)
                                for t in RULE_FIELDS.values() if t not in present.values()])
+                # ncu's rule messages hold stray double spaces ("achieved  close to 0%"), which its
+                # console text loses where it wraps a line: one space, so both give the same rule
+                .with_columns(pl.col("description").str.replace_all(" {2,}", " "))
                 .select(list(RULE_COLUMNS))
             )
         ncu_csv.reject_locale_numbers(path, metrics["value_text"])
