@@ -200,13 +200,15 @@ class Warehouse:
         whether a warehouse exists here."""
         try:
             return self._verify_once(engine, create)
-        except KwhError:
-            if not create:
-                raise
+        except KwhError as first:
             # Another process may be creating this warehouse right now (it has written the catalog's
             # id but not yet warehouse.json): look again once its creation lock is free.
-            with self._lock(".kwh.catalog.lock", "catalog creation"):
-                pass
+            try:
+                with open(self.root / ".kwh.catalog.lock", "a+") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_SH)
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+            except OSError:          # a read-only or missing folder: nobody is creating it
+                raise first from None
             return self._verify_once(engine, create)
 
     def _verify_once(self, engine: sa.Engine | None, create: bool) -> bool:
