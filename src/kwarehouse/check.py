@@ -67,17 +67,12 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
         after = check(warehouse, quick=quick)
         after.repaired = report.repaired
         return after
-    found = _inspect(warehouse, quick)
-    report = CheckReport(runs=found.runs, files=found.files, problems=found.problems, notes=found.notes)
-    return report
+    return _inspect(warehouse, quick)
 
 
 @dataclass
-class _Found:
-    runs: int = 0
-    files: int = 0
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+class _Found(CheckReport):
+    """A check's report and what --repair needs to act on it."""
     damaged_runs: set[str] = field(default_factory=set)
     corrupt: list[str] = field(default_factory=list)
 

@@ -18,7 +18,7 @@ from kwarehouse import pipeline
 from kwarehouse import report as report_lib
 from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
-from kwarehouse.errors import KwhError
+from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import Warehouse
 from kwarehouse.summary import kernel_list, summary_tables
 
@@ -36,18 +36,6 @@ class KwhGroup(click.Group):
         except KwhError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
-        except OSError as exc:
-            # the machine's trouble (a full disk, a file that vanished), not a bug: one line
-            where = exc.filename or "kwh"
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
-                click.echo(f"Error: {where}: the disk is full; the step that failed committed nothing and "
-                           "what was committed before it is kept: free space and run the command again", err=True)
-            elif isinstance(exc, FileNotFoundError) and ".parquet" in str(exc):
-                click.echo(f"Error: {exc.filename or str(exc).splitlines()[0]}: a committed Parquet file is missing; "
-                           "run kwh check --repair", err=True)
-            else:
-                click.echo(f"Error: {where}: {exc.strerror or str(exc).splitlines()[0]}", err=True)
-            ctx.exit(1)
         except Exception as exc:
             line = _storage_error(exc)
             if line is None:
@@ -57,15 +45,22 @@ class KwhGroup(click.Group):
 
 
 def _storage_error(exc: Exception) -> str | None:
-    """One line for the failures of the storage underneath (catalog database, DuckDB, Parquet), which
-    say that a file or the disk is in trouble, not that kwh has a bug; None for anything else."""
+    """One line for the failures of the machine and the storage underneath (the disk, a file that
+    vanished, the catalog database, DuckDB, Parquet), which say that a file or the disk is in
+    trouble, not that kwh has a bug; None for anything else."""
     import duckdb
     import pyarrow as pa
     import sqlalchemy as sa
-    text = (str(getattr(exc, "orig", exc)).splitlines() or [type(exc).__name__])[0][:300]
-    if "No space left" in text or "disk is full" in text or "database or disk is full" in text:
-        return (f"the disk is full ({text}); the step that failed committed nothing and what was committed "
-                "before it is kept: free space and run the command again")
+    text = first_line(exc)
+    full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if full or "No space left" in text or "disk is full" in text:
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        return (f"{where}the disk is full ({text}); the step that failed committed nothing and what was "
+                "committed before it is kept: free space and run the command again")
+    if isinstance(exc, FileNotFoundError) and ".parquet" in text:
+        return f"{exc.filename or text}: a committed Parquet file is missing; run kwh check --repair"
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'kwh'}: {exc.strerror or text}"
     if isinstance(exc, sa.exc.DatabaseError):
         from kwarehouse.store import _database_error
         return str(_database_error("the catalog", exc))

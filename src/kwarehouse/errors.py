@@ -38,6 +38,13 @@ def display_path(path: os.PathLike | str | bytes) -> str:
     return printable(raw.decode("utf-8", "backslashreplace"))
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (of the driver's own error for a wrapped database
+    error), or its type's name when it has none: what a one-line error quotes."""
+    text = str(getattr(exc, "orig", None) or exc)
+    return (text.splitlines() or [type(exc).__name__])[0][:limit]
+
+
 class KwhError(Exception):
     """An error with a message meant for the user: what went wrong and what to do."""
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import sys
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -15,11 +13,12 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, schema
-from kwarehouse.errors import InputError, KwhError, display_path
-from kwarehouse.ingest import base as reader_base
+from kwarehouse.errors import InputError, KwhError, display_path, first_line
+from kwarehouse.ingest import gzipped
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
@@ -110,22 +109,28 @@ def discover(sources: Iterable[Path], report: IngestReport | None = None) -> lis
 def sha256_of(path: Path) -> str:
     """The content's hash; for a gzip-compressed export, of what it decompresses to, so a compressed
     copy of a file already ingested is recognised as the same file."""
+    with open(path, "rb") as handle:
+        compressed = gzipped.is_gzip(handle.read(2))
+    return _sha256(gzipped.chunks(path) if compressed else _file_chunks(path))
+
+
+def _file_chunks(path: Path, limit: int | None = None):
+    """The bytes of `path` (its first `limit` bytes), HASH_CHUNK at a time."""
+    left = limit
+    with open(path, "rb") as handle:
+        while left is None or left > 0:
+            chunk = handle.read(HASH_CHUNK if left is None else min(HASH_CHUNK, left))
+            if not chunk:
+                return
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+
+
+def _sha256(chunks) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as raw:
-        compressed = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
-        handle = gzip.GzipFile(fileobj=raw) if compressed else raw
-        read = 0
-        try:
-            while chunk := handle.read(HASH_CHUNK):
-                digest.update(chunk)
-                read += len(chunk)
-                if compressed and read > reader_base.MAX_READ_BYTES:
-                    raise InputError(path, f"decompresses to more than {reader_base.MAX_READ_BYTES / 1e9:.1f} GB; "
-                                           "no export is that large: export fewer launches per file")
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(path, f"compressed file cannot be read to its end ({exc}); still being copied, "
-                                   "or truncated? wait for it or compress it again") from None
+    for chunk in chunks:
+        digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -288,7 +293,7 @@ def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model:
             report.failed.append(str(exc))
         except KwhError:
             raise
-        except (MemoryError, OSError, sa_errors()) as exc:
+        except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
             # a warehouse-side failure (disk full, catalog gone) is not one file's fault: stop here
             raise KwhError(f"{warehouse.root}: could not commit run {run_id} ({_one_line(exc)}); nothing of it "
                            "was committed and runs committed before it are kept") from None
@@ -297,14 +302,10 @@ def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model:
                                  "nothing of it was committed: please report this with the file")
 
 
-def sa_errors() -> type:
-    import sqlalchemy as sa
-    return sa.exc.DatabaseError
-
-
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """The exception's type and the first line of its message (for errors kwh did not foresee)."""
+    text = first_line(exc, 200)
+    return text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
 
 
 def _files_of(members: list[_Source]) -> str:
@@ -396,13 +397,7 @@ def _partial_copy_of(path: Path, size: int, earlier: list[tuple[str, int, str]])
 
 
 def _prefix_sha256(path: Path, size: int) -> str:
-    digest = hashlib.sha256()
-    left = size
-    with open(path, "rb") as handle:
-        while left > 0 and (chunk := handle.read(min(HASH_CHUNK, left))):
-            digest.update(chunk)
-            left -= len(chunk)
-    return digest.hexdigest()
+    return _sha256(_file_chunks(path, size))
 
 
 def run_key(source: _Source, loose: bool = False) -> str:

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from kwarehouse import catalog, schema, views
 from kwarehouse.catalog import catalog_info, write_intents
-from kwarehouse.errors import KwhError
+from kwarehouse.errors import KwhError, first_line
 
 PUBLISHED_TABLE = "kwh_published"
 STORAGE_VERSION = "v1.0.0"
@@ -113,7 +113,7 @@ def publish(warehouse) -> list[str]:
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root)})))
     except (duckdb.Error, OSError) as exc:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
                        "safe and kwh's own commands still work: free space if the disk is full, then run "
                        "kwh check --repair") from None
@@ -176,10 +176,10 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
     except duckdb.Error as exc:
         if "lock" in str(exc).lower():
-            raise InUse(str(exc).splitlines()[0][:160]) from None
+            raise InUse(first_line(exc, 160)) from None
         kept = quarantine(warehouse.root, old, copy=True)
         warnings.append(f"could not open the previous {old.name} to keep tables or views of yours in it "
-                        f"({str(exc).splitlines()[0][:120]}); a copy is kept at {kept}")
+                        f"({first_line(exc, 120)}); a copy is kept at {kept}")
         return
     try:
         ours = own_objects()

@@ -21,7 +21,6 @@ published view names them and RETIRE_GRACE has passed. Nothing else, in or outsi
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import hashlib
@@ -45,7 +44,7 @@ from kwarehouse import catalog, normalize, schema, views
 from kwarehouse.catalog import (CATALOG_VERSION, catalog_files, catalog_info, catalog_parquet,  # noqa: F401
                                 catalog_parquet_runs, catalog_retired, catalog_rollup_files,
                                 catalog_rollup_state, catalog_runs, write_intents)
-from kwarehouse.errors import KwhError
+from kwarehouse.errors import KwhError, first_line
 
 # The long metrics table is written sorted by metric name, in small row groups, so that a filter on
 # the name skips most of every file by its row-group statistics: a query for a few of the ~830
@@ -59,7 +58,6 @@ RETIRE_GRACE = timedelta(minutes=10)
 # A partition folder name ("model=<value>") stays well inside the 255-byte file-name limit: longer
 # values are cut and end in "~<hash>"; the real value is kept in the catalog and the views show it.
 MAX_PARTITION_BYTES = 120
-QUARANTINE = "_quarantine"
 # Every committed file also has a hard link under _files/ (same relative path). Views read those
 # links; the table folders hold only what is committed now. A replaced file leaves its table folder
 # at once (so polars/pyarrow/DuckDB/Spark globbing a table folder see exactly the committed rows)
@@ -136,7 +134,7 @@ catalog_engine_url = catalog.engine_url
 
 def _database_error(where: str, exc: Exception) -> KwhError:
     """A catalog that cannot be read or written, as one line that says what to do."""
-    text = str(getattr(exc, "orig", exc)).splitlines()[0] if str(getattr(exc, "orig", exc)) else type(exc).__name__
+    text = first_line(exc)
     if "locked" in text.lower() or "busy" in text.lower():
         return KwhError(f"{where}: the catalog is busy: another process holds a lock on it (a sqlite3 session, a "
                         "backup, a hung kwh?); nothing was changed: try again when it is free (--wait sets how long "
@@ -215,8 +213,6 @@ class Warehouse:
         folder_id = catalog.read_folder_id(self.root)
         try:
             has_catalog, catalog_id, run_count = catalog.catalog_state(engine) if engine else (False, None, 0)
-        except sa.exc.OperationalError as exc:
-            raise _database_error(self.catalog_name, exc) from None
         except sa.exc.DatabaseError as exc:
             raise _database_error(self.catalog_name, exc) from None
         where = self.catalog_name
@@ -571,8 +567,7 @@ class Warehouse:
             return
         with self.engine.begin() as con:
             con.execute(write_intents.insert(), [{"path": path, "kind": "file", "created_at": catalog.now()}
-                                                 for _, relative, _, _ in moves
-                                                 for path in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])
+                                                 for path in _intent_paths(moves)])
         for staged, relative, _, _ in moves:
             (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staged, self.root / relative)
@@ -626,8 +621,7 @@ class Warehouse:
             con.execute(catalog_parquet.insert().values(path=relative.as_posix(), table_name=name, run_id=runs[0]))
             con.execute(catalog_parquet_runs.insert(), [{"path": relative.as_posix(), "run_id": r} for r in runs])
         if moves:
-            con.execute(write_intents.delete().where(write_intents.c.path.in_(
-                [p for _, relative, _, _ in moves for p in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])))
+            con.execute(write_intents.delete().where(write_intents.c.path.in_(_intent_paths(moves))))
 
     def compact(self) -> list[str]:
         """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
@@ -695,8 +689,7 @@ class Warehouse:
             for _, relative, name, day in moves:
                 con.execute(catalog_rollup_files.insert().values(path=relative.as_posix(), table_name=name, day=day))
             if moves:
-                con.execute(write_intents.delete().where(write_intents.c.path.in_(
-                    [p for _, relative, _, _ in moves for p in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")])))
+                con.execute(write_intents.delete().where(write_intents.c.path.in_(_intent_paths(moves))))
             for key, value in state.items():
                 con.execute(catalog_rollup_state.delete().where(catalog_rollup_state.c.name == key))
                 con.execute(catalog_rollup_state.insert().values(name=key, value=value))
@@ -869,7 +862,7 @@ class Warehouse:
                 con.execute(statement)
             except duckdb.Error as exc:
                 con.close()
-                raise KwhError(f"{self.root}: a committed Parquet file cannot be read ({_first_line(exc)}); "
+                raise KwhError(f"{self.root}: a committed Parquet file cannot be read ({first_line(exc)}); "
                                "run kwh check --repair") from None
         _add_reference_tables(con)
         views.create_all(con, self.root)
@@ -885,6 +878,11 @@ class Warehouse:
         publish.publish(self)
 
 
+def _intent_paths(moves) -> list[str]:
+    """The write intents of files being placed: each table-folder path and its _files/ link."""
+    return [path for _, relative, _, _ in moves for path in (relative.as_posix(), f"{FILES}/{relative.as_posix()}")]
+
+
 def _catalog_version(engine: sa.Engine) -> int:
     with engine.connect() as con:
         return int(con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == "version")).scalar() or 0)
@@ -893,10 +891,6 @@ def _catalog_version(engine: sa.Engine) -> int:
 def _table_relative(relative: Path) -> Path:
     """A file's path from the root without the _files/ prefix its link has."""
     return Path(*relative.parts[1:]) if relative.parts and relative.parts[0] == FILES else relative
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _real_names(relative: Path, names: dict[tuple[str, str], str]) -> dict[str, str]:

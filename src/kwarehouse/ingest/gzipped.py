@@ -73,15 +73,23 @@ class Gzipped:
 
 def decompress(source: Path, target: Path) -> None:
     """Decompress `source` into `target` a chunk at a time, refusing output beyond MAX_READ_BYTES."""
+    with open(target, "wb") as out:
+        for chunk in chunks(source):
+            out.write(chunk)
+
+
+def chunks(source: Path):
+    """The decompressed bytes of `source`, CHUNK_BYTES at a time, never past MAX_READ_BYTES; a file
+    cut short or corrupt is an InputError naming it (what reading and hashing a .gz both need)."""
     written = 0
     try:
-        with gzip.open(source, "rb") as packed, open(target, "wb") as out:
+        with gzip.open(source, "rb") as packed:
             while chunk := packed.read(base.CHUNK_BYTES):
                 written += len(chunk)
                 if written > base.MAX_READ_BYTES:
                     raise InputError(source, f"decompresses to more than {base.MAX_READ_BYTES / 1e9:.1f} GB, "
                                      "more than kwh reads from one export; export fewer launches per file")
-                out.write(chunk)
+                yield chunk
     except EOFError:
         raise InputError(source, "compressed file ends early (still being copied, or truncated?); wait for the "
                          "copy to finish or compress the export again") from None
