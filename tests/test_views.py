@@ -33,7 +33,7 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "kernel_popularity",
+        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "kernel_popularity", "kernel_time",
         "launch_shape_correlates", "library_share", "occupancy", "op_kernels", "roofline", "speed_of_light",
         "time_weighted_kernels", "warp_stalls"]
     for view in views.all_views().values():

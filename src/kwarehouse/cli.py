@@ -20,7 +20,7 @@ from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
 from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import Warehouse
-from kwarehouse.summary import kernel_list, summary_tables
+from kwarehouse.summary import kernel_list, replay_note, replay_only, summary_tables
 
 
 # kwh --wide: table cells are never cut
@@ -311,7 +311,10 @@ def summary(warehouse: Warehouse, top):
     _require_warehouse(warehouse)
     (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
-    click.echo(f"\nTop {top} kernels by GPU time (time-weighted SM % and DRAM %)\n" + format_table(top_cols, top_rows))
+    click.echo(f"\nTop {top} kernels by real GPU time (SM % and DRAM % weighted by it)\n" + format_table(top_cols, top_rows))
+    note = replay_note(replay_only(warehouse))
+    if note:
+        click.echo("\n" + note)
     click.echo(f"\nWarehouse: {warehouse.root}  (duckdb {warehouse.duckdb_path} sees the same tables)")
 
 
@@ -324,7 +327,10 @@ def summary(warehouse: Warehouse, top):
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
 def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
-    """List kernels by identity (kernel_id) with library, op class and share of GPU time.
+    """List kernels by identity (kernel_id) with library, op class and share of real GPU time.
+
+    GPU time is the model's timeline time (nsys, PyTorch traces) where it has one, else ncu's replayed
+    durations (time_basis); counter_coverage_pct is the share of it with ncu counters.
 
     With --unclassified, the kernels no rule classified: add rules for them to
     <warehouse>/normalize/library_rules.csv or op_class_rules.csv, then run kwh renormalize.
@@ -336,6 +342,9 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
     """
     _require_warehouse(warehouse)
     _print_rows(*kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit), fmt or "table")
+    note = replay_note(replay_only(warehouse, model))
+    if note:
+        click.echo(note, err=True)
 
 
 @main.command()

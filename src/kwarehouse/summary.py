@@ -4,38 +4,55 @@ from __future__ import annotations
 
 from kwarehouse.store import Warehouse
 
-# runs counts every run of the model (ncu, nsys, torch); the kernel columns are ncu's profiled launches.
+# runs counts every run of the model (ncu, nsys, torch). The kernel columns rest on the model's real GPU
+# time (views/kernel_time.sql): its timelines (nsys, PyTorch traces) where it has any on that GPU, else
+# its ncu launches (time_basis 'ncu replay'); counter_coverage_pct is the share of that time with ncu
+# counters (this model's or borrowed from another model's run of the same kernel on the same GPU).
 PER_MODEL = """
 WITH all_runs AS (SELECT model, gpu, count(*) AS runs,
                          string_agg(DISTINCT tool, ', ' ORDER BY tool) AS tools FROM runs GROUP BY ALL)
 SELECT r.model, r.gpu, r.runs, r.tools, coalesce(k.kernels, 0) AS kernels,
-       coalesce(k.distinct_kernels, 0) AS distinct_kernels, k.gpu_time_us
+       coalesce(k.distinct_kernels, 0) AS distinct_kernels, k.gpu_time_us, k.time_basis, k.counter_coverage_pct
 FROM all_runs r LEFT JOIN (
-    SELECT model, gpu, count(*) AS kernels, count(DISTINCT kernel_id) AS distinct_kernels,
-           round(sum(duration_ns) / 1e3, 1) AS gpu_time_us
-    FROM kernels GROUP BY ALL) k USING (model, gpu)
+    SELECT model, gpu, sum(launches) AS kernels, count(DISTINCT kernel_id) AS distinct_kernels,
+           round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us, min(time_basis) AS time_basis,
+           round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END)
+                 / nullif(sum(gpu_time_ns), 0), 1) AS counter_coverage_pct
+    FROM kernel_time GROUP BY ALL) k USING (model, gpu)
 ORDER BY r.model, r.gpu
 """
+# sm_pct and dram_pct are weighted by real time over the time that has counters
 TOP_KERNELS = """
-SELECT left(any_value(kernel_base), 60) AS kernel, library, op_class, count(*) AS launches,
-       count(DISTINCT model) AS models, round(sum(duration_ns) / 1e3, 1) AS gpu_time_us,
-       round(100 * sum(duration_ns) / sum(sum(duration_ns)) OVER (), 1) AS share_pct,
-       round(sum(sm_pct * duration_ns) / nullif(sum(duration_ns), 0), 1) AS sm_pct,
-       round(sum(dram_pct * duration_ns) / nullif(sum(duration_ns), 0), 1) AS dram_pct
-FROM kernels GROUP BY kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
+SELECT left(any_value(kernel_base), 60) AS kernel, library, op_class, sum(launches) AS launches,
+       count(DISTINCT model) AS models, round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
+       round(100 * sum(gpu_time_ns) / sum(sum(gpu_time_ns)) OVER (), 1) AS share_pct,
+       round(sum(sm_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE sm_pct IS NOT NULL), 0), 1) AS sm_pct,
+       round(sum(dram_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE dram_pct IS NOT NULL), 0), 1) AS dram_pct,
+       CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis,
+       round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
+           AS counter_coverage_pct
+FROM kernel_time GROUP BY kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
 """
 # One row per kernel identity (and classification); share_pct is of all GPU time in the selection.
 KERNELS = """
-WITH selected AS (SELECT * FROM kernels WHERE (? IS NULL OR model = ?))
-SELECT kernel_id, library, op_class, count(*) AS launches, count(DISTINCT model) AS models,
-       round(sum(duration_ns) / 1e3, 1) AS gpu_time_us,
-       round(100 * sum(duration_ns) / nullif((SELECT sum(duration_ns) FROM selected), 0), 2) AS share_pct,
-       any_value(kernel_base) AS kernel_base, any_value(kernel_signature) AS kernel_signature
+WITH selected AS (SELECT * FROM kernel_time WHERE (? IS NULL OR model = ?))
+SELECT kernel_id, library, op_class, sum(launches) AS launches, count(DISTINCT model) AS models,
+       round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
+       round(100 * sum(gpu_time_ns) / nullif((SELECT sum(gpu_time_ns) FROM selected), 0), 2) AS share_pct,
+       any_value(kernel_base) AS kernel_base, any_value(kernel_signature) AS kernel_signature,
+       CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis,
+       round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
+           AS counter_coverage_pct
 FROM selected
 WHERE NOT ? OR library = 'unknown' OR op_class = 'unknown'
 GROUP BY kernel_id, library, op_class
 ORDER BY gpu_time_us DESC NULLS LAST, kernel_id
 LIMIT ?
+"""
+# Models (and GPUs) whose answers rest on ncu's replayed durations only: no timeline on that GPU.
+REPLAY_ONLY = """
+SELECT DISTINCT model, gpu FROM kernel_time WHERE time_basis = 'ncu replay' AND (? IS NULL OR model = ?)
+ORDER BY model, gpu
 """
 
 
@@ -58,3 +75,19 @@ def kernel_list(warehouse: Warehouse, *, unclassified: bool = False, model: str 
     """Kernels by identity with their GPU time share; `unclassified` keeps those whose library or
     op class no rule matched (what to add to the rules files)."""
     return _query(warehouse, KERNELS, [model, model, unclassified, limit])
+
+
+def replay_only(warehouse: Warehouse, model: str | None = None) -> list[tuple[str, str]]:
+    """(model, gpu) pairs whose kernel times are ncu replay durations only (no nsys or PyTorch timeline)."""
+    return _query(warehouse, REPLAY_ONLY, [model, model])[1]
+
+
+def replay_note(pairs: list[tuple[str, str]]) -> str | None:
+    """One plain sentence for the CLI and report when some answers rest on ncu replay time only."""
+    if not pairs:
+        return None
+    models = sorted({m for m, _ in pairs})
+    return (f"Note: {', '.join(models)} rest{'s' if len(models) == 1 else ''} on ncu replay time only (no nsys or PyTorch "
+            "timeline of that model on that GPU): ncu serialises kernels and flushes caches, so small kernels read "
+            "longer than in a real run and kernels outside its launch range are missing. Ingest a timeline "
+            "(time_basis says which rows rest on which).")

@@ -3,6 +3,10 @@
 -- kernel_id appears among the model's ncu kernels; ncu_launches_per_timeline_run compares raw counts.
 -- Timelines are kernel_launches (activity 'kernel'); runs with only an nsys kernel summary count through
 -- kernel_summaries (cuda_gpu_kern_sum). A model without any timeline has NULL coverage.
+-- covered_* ask "did this model's ncu profile it"; counter_coverage_pct asks "does its real time have
+-- counters at all", counting those borrowed from other models' ncu runs on the same GPU (kernel_time):
+-- borrowed_gpu_time_pct of them, exact_shape_gpu_time_pct matched by grid, block and op shapes.
+-- time_basis: 'timeline', or 'ncu replay' for a model whose only time is ncu's replayed durations.
 WITH timeline AS (
     SELECT model, gpu, run_id, kernel_id, min(kernel_base) AS kernel_base, count(*) AS launches,
            CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns
@@ -43,6 +47,16 @@ WITH timeline AS (
     GROUP BY model, gpu
 ), models AS (
     SELECT model, gpu FROM per_model UNION SELECT model, gpu FROM ncu
+), counters AS (
+    SELECT model, gpu, min(time_basis) AS time_basis,
+           100.0 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END)
+               / NULLIF(sum(gpu_time_ns), 0) AS counter_coverage_pct,
+           100.0 * sum(CASE WHEN counter_source = 'other model' THEN gpu_time_ns ELSE 0 END)
+               / NULLIF(sum(gpu_time_ns), 0) AS borrowed_gpu_time_pct,
+           100.0 * sum(CASE WHEN counter_match IN ('exact shape', 'replayed launches') THEN gpu_time_ns ELSE 0 END)
+               / NULLIF(sum(gpu_time_ns), 0) AS exact_shape_gpu_time_pct
+    FROM kernel_time
+    GROUP BY model, gpu
 )
 SELECT m.model, m.gpu, coalesce(n.ncu_runs, 0) AS ncu_runs, coalesce(n.ncu_launches, 0) AS ncu_launches,
        coalesce(n.ncu_kernel_ids, 0) AS ncu_kernel_ids, coalesce(t.timeline_runs, 0) AS timeline_runs,
@@ -52,9 +66,11 @@ SELECT m.model, m.gpu, coalesce(n.ncu_runs, 0) AS ncu_runs, coalesce(n.ncu_launc
        100.0 * t.covered_launches / NULLIF(t.timeline_launches, 0) AS covered_launches_pct,
        100.0 * t.covered_gpu_time_ns / NULLIF(t.timeline_gpu_time_ns, 0) AS covered_gpu_time_pct,
        x.kernel_base AS top_missed_kernel,
-       100.0 * x.gpu_time_ns / NULLIF(t.timeline_gpu_time_ns, 0) AS top_missed_gpu_time_pct
+       100.0 * x.gpu_time_ns / NULLIF(t.timeline_gpu_time_ns, 0) AS top_missed_gpu_time_pct,
+       c.time_basis, c.counter_coverage_pct, c.borrowed_gpu_time_pct, c.exact_shape_gpu_time_pct
 FROM models m
 LEFT JOIN per_model t ON t.model = m.model AND t.gpu = m.gpu
 LEFT JOIN ncu n ON n.model = m.model AND n.gpu = m.gpu
 LEFT JOIN missed x ON x.model = m.model AND x.gpu = m.gpu AND x.place = 1
+LEFT JOIN counters c ON c.model = m.model AND c.gpu = m.gpu
 ORDER BY m.model, m.gpu

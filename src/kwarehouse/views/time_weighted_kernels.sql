@@ -1,64 +1,80 @@
--- ncu counters weighted by where GPU time really goes: per model, GPU and kernel identity, its share of timeline GPU time (nsys, PyTorch traces) beside the ncu counters and dominant bottleneck class of that identity.
+-- ncu counters weighted by where GPU time really goes: per model, GPU and kernel identity, its share of real GPU time (timelines: nsys, PyTorch traces) beside the ncu counters and dominant bottleneck class of that identity, borrowed from other runs or models where this model's ncu did not profile it.
 -- One query then answers "what share of fleet GPU time is memory-bound" (sum weight_ns by bottleneck).
--- Unmatched identities: a timeline kernel that ncu never profiled keeps its time, with NULL counters
--- and bottleneck 'not profiled', so shares stay shares of all GPU time; an ncu kernel of a model
--- and GPU with no timeline at all is weighted by its ncu durations (weight_source 'ncu'); an ncu
--- kernel that the model's timelines never ran gets weight 0 (weight_source 'not in timeline').
-WITH timeline AS (
-    SELECT model, gpu, kernel_id, min(library) AS library, min(op_class) AS op_class,
-           min(kernel_base) AS kernel_base, count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           count(DISTINCT run_id) AS runs
-    FROM kernel_launches
-    WHERE activity = 'kernel'
-    GROUP BY model, gpu, kernel_id
-), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM timeline
-), ncu AS (
-    SELECT model, gpu, kernel_id, min(library) AS library, min(op_class) AS op_class, min(kernel_base) AS kernel_base,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
-           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
-           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
-           sum(achieved_occupancy_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
-           sum(tensor_pipe_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct
+-- Counters come from kernel_time, shape by shape (exact grid/block/op shapes first, then the identity;
+-- this model's ncu runs first, then other models' on the same GPU: borrowed_from_model, counter_age_days).
+-- Unmatched identities: a timeline kernel that no ncu run on that GPU profiled keeps its time, with NULL
+-- counters and bottleneck 'not profiled', so shares stay shares of all GPU time; an ncu kernel of a model
+-- and GPU with no timeline at all is weighted by its ncu durations (weight_source 'ncu', time_basis
+-- 'ncu replay'); an ncu kernel that the model's timelines never ran gets weight 0 ('not in timeline').
+-- bottleneck: the class (bottleneck_class) holding most of the identity's time, each shape's real time
+-- split by the classes of the ncu launches its counters came from.
+WITH ncu AS (
+    SELECT model, gpu, kernel_id, count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns
     FROM kernels
     GROUP BY model, gpu, kernel_id
-), classes AS (
-    SELECT model, gpu, kernel_id, bottleneck, sum(duration_ns) AS ns
+), class_by_run AS (
+    SELECT run_id, kernel_id, bottleneck, sum(duration_ns) AS ns,
+           sum(sum(duration_ns)) OVER (PARTITION BY run_id, kernel_id) AS kernel_ns
+    FROM bottleneck_class
+    GROUP BY run_id, kernel_id, bottleneck
+), class_by_model AS (
+    SELECT model, gpu, kernel_id, bottleneck, sum(duration_ns) AS ns,
+           sum(sum(duration_ns)) OVER (PARTITION BY model, gpu, kernel_id) AS kernel_ns
     FROM bottleneck_class
     GROUP BY model, gpu, kernel_id, bottleneck
+), shapes AS (
+    SELECT kt.*, CASE WHEN kt.counter_match = 'not in timeline' THEN kt.ncu_ns_per_launch ELSE kt.gpu_time_ns END AS w
+    FROM kernel_time kt
+), shape_classes AS (
+    -- counters borrowed from one run: that run's classes of the kernel; the model's own ncu launches
+    -- (several runs): the model's classes
+    SELECT s.model, s.gpu, s.kernel_id, c.bottleneck, s.w * c.ns / NULLIF(c.kernel_ns, 0) AS ns
+    FROM shapes s JOIN class_by_run c ON c.run_id = s.borrowed_from_run AND c.kernel_id = s.kernel_id
+    WHERE s.borrowed_from_run IS NOT NULL
+    UNION ALL
+    SELECT s.model, s.gpu, s.kernel_id, c.bottleneck, s.w * c.ns / NULLIF(c.kernel_ns, 0) AS ns
+    FROM shapes s JOIN class_by_model c ON c.model = s.model AND c.gpu = s.gpu AND c.kernel_id = s.kernel_id
+    WHERE s.borrowed_from_run IS NULL AND s.counter_source = 'this model'
 ), dominant AS (
     SELECT model, gpu, kernel_id, arg_max(bottleneck, ns) AS bottleneck
-    FROM classes
+    FROM (SELECT model, gpu, kernel_id, bottleneck, sum(ns) AS ns FROM shape_classes
+          GROUP BY model, gpu, kernel_id, bottleneck) per_class
     GROUP BY model, gpu, kernel_id
-), joined AS (
-    SELECT coalesce(t.model, n.model) AS model, coalesce(t.gpu, n.gpu) AS gpu, coalesce(t.kernel_id, n.kernel_id) AS kernel_id,
-           coalesce(n.library, t.library) AS library, coalesce(n.op_class, t.op_class) AS op_class,
-           coalesce(n.kernel_base, t.kernel_base) AS kernel_base,
-           t.launches AS timeline_launches, t.gpu_time_ns AS timeline_gpu_time_ns,
-           n.launches AS ncu_launches, n.gpu_time_ns AS ncu_gpu_time_ns,
-           n.sm_pct, n.dram_pct, n.mem_pct, n.l2_hit_pct, n.achieved_occupancy_pct, n.tensor_pipe_pct,
-           CASE WHEN t.kernel_id IS NOT NULL THEN 'timeline'
-                WHEN tm.model IS NULL THEN 'ncu'
-                ELSE 'not in timeline' END AS weight_source
-    FROM timeline t
-    FULL OUTER JOIN ncu n ON n.model = t.model AND n.gpu = t.gpu AND n.kernel_id = t.kernel_id
-    LEFT JOIN timeline_models tm ON tm.model = coalesce(t.model, n.model) AND tm.gpu = coalesce(t.gpu, n.gpu)
+), per_kernel AS (
+    SELECT model, gpu, kernel_id, min(library) AS library, min(op_class) AS op_class, min(kernel_base) AS kernel_base,
+           min(time_basis) AS time_basis, max(counter_match) AS any_match,
+           sum(CASE WHEN time_basis = 'timeline' THEN launches END) AS timeline_launches,
+           sum(CASE WHEN time_basis = 'timeline' THEN gpu_time_ns END) AS timeline_gpu_time_ns,
+           sum(gpu_time_ns) AS weight_ns,
+           100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END)
+               / NULLIF(sum(gpu_time_ns), 0) AS counter_coverage_pct,
+           arg_max(counter_match, w) AS counter_match,
+           min(CASE WHEN counter_source = 'other model' THEN borrowed_from_model END) AS borrowed_from_model,
+           max(counter_age_days) AS counter_age_days,
+           sum(sm_pct * w) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN w END), 0) AS sm_pct,
+           sum(dram_pct * w) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN w END), 0) AS dram_pct,
+           sum(mem_pct * w) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN w END), 0) AS mem_pct,
+           sum(l2_hit_pct * w) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN w END), 0) AS l2_hit_pct,
+           sum(achieved_occupancy_pct * w)
+               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN w END), 0) AS achieved_occupancy_pct,
+           sum(tensor_pipe_pct * w) / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN w END), 0) AS tensor_pipe_pct
+    FROM shapes
+    GROUP BY model, gpu, kernel_id
 ), weighted AS (
-    SELECT j.*,
-           CASE j.weight_source WHEN 'timeline' THEN j.timeline_gpu_time_ns
-                                WHEN 'ncu' THEN j.ncu_gpu_time_ns ELSE 0 END AS weight_ns,
-           CASE WHEN j.ncu_launches IS NULL THEN 'not profiled' ELSE d.bottleneck END AS bottleneck
-    FROM joined j
-    LEFT JOIN dominant d ON d.model = j.model AND d.gpu = j.gpu AND d.kernel_id = j.kernel_id
+    SELECT p.*,
+           CASE WHEN p.time_basis = 'ncu replay' THEN 'ncu'
+                WHEN p.any_match = 'not in timeline' THEN 'not in timeline' ELSE 'timeline' END AS weight_source,
+           CASE WHEN p.counter_match = 'not profiled' THEN 'not profiled' ELSE d.bottleneck END AS bottleneck,
+           n.launches AS ncu_launches, n.gpu_time_ns AS ncu_gpu_time_ns
+    FROM per_kernel p
+    LEFT JOIN dominant d ON d.model = p.model AND d.gpu = p.gpu AND d.kernel_id = p.kernel_id
+    LEFT JOIN ncu n ON n.model = p.model AND n.gpu = p.gpu AND n.kernel_id = p.kernel_id
 )
 SELECT model, gpu, kernel_id, library, op_class, kernel_base, weight_source, weight_ns,
        100 * weight_ns / NULLIF(sum(weight_ns) OVER (PARTITION BY model, gpu), 0) AS model_time_pct,
        100 * weight_ns / NULLIF(sum(weight_ns) OVER (), 0) AS fleet_time_pct,
        timeline_launches, timeline_gpu_time_ns, ncu_launches, ncu_gpu_time_ns, bottleneck,
-       sm_pct, dram_pct, mem_pct, l2_hit_pct, achieved_occupancy_pct, tensor_pipe_pct
+       sm_pct, dram_pct, mem_pct, l2_hit_pct, achieved_occupancy_pct, tensor_pipe_pct,
+       time_basis, counter_coverage_pct, counter_match, borrowed_from_model, counter_age_days
 FROM weighted
 ORDER BY model, gpu, weight_ns DESC, kernel_id

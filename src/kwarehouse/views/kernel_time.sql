@@ -1,0 +1,188 @@
+-- Real GPU time per model, GPU, kernel identity and launch shape (grid, block, op shapes): timeline time (nsys, PyTorch traces) where the model has a timeline on that GPU, else ncu replay time (time_basis), with the ncu counters that describe it, borrowed from other runs and models where this model's ncu did not profile it (provenance in borrowed_from_run, borrowed_from_model, counter_match, counter_age_days).
+-- Why: ncu profiles the first N launches, serialised and cache-flushed (small kernels read 1.6-2.5x
+-- longer than in the real run), so weighting by its durations misranks kernels and misses big ones.
+-- time_basis 'timeline': gpu_time_ns is the sum of the timeline launches of all the model's timeline runs
+-- on that GPU (kernel_launches, else an nsys cuda_gpu_kern_sum of a run without launches). 'ncu replay':
+-- the model has no timeline on that GPU; its ncu launches are the time and the counters.
+-- Counters of a timeline row come from ncu launches of the same kernel_id on the same GPU, first match wins:
+--   1. 'exact shape': same grid and block (and op shapes where both sides know them), same model first,
+--      then another model; the most recent ncu run of that model;
+--   2. 'identity only': the kernel_id alone (another shape: counters describe it less well), same model first;
+--   3. 'not profiled': no ncu launch of that kernel on that GPU anywhere (counters NULL).
+-- An ncu kernel that the model's timelines never ran is kept with gpu_time_ns 0 ('not in timeline').
+-- counter_coverage_pct is the share of the row's real time that has counters (0 or 100 per row; views that
+-- add rows up weight it by time); model_counter_coverage_pct the same for the model and GPU.
+WITH run_days AS (
+    SELECT run_id, coalesce(run_date, CAST(ingested_at AS DATE)) AS run_day FROM runs
+), summary_only AS (
+    -- nsys stats runs without launch rows count through their kernel summary (grid "(2, 1, 1)" split up)
+    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class,
+           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 1) AS BIGINT) AS grid_x,
+           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 2) AS BIGINT) AS grid_y,
+           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 3) AS BIGINT) AS grid_z,
+           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 1) AS BIGINT) AS block_x,
+           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 2) AS BIGINT) AS block_y,
+           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 3) AS BIGINT) AS block_z,
+           CAST(NULL AS VARCHAR) AS op_shapes, CAST(instances AS BIGINT) AS launches, CAST(total_ns AS DOUBLE) AS gpu_time_ns
+    FROM kernel_summaries
+    WHERE report = 'cuda_gpu_kern_sum' AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches)
+), timeline_launches AS (
+    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z,
+           block_x, block_y, block_z, op_shapes, CAST(1 AS BIGINT) AS launches, CAST(duration_ns AS DOUBLE) AS gpu_time_ns
+    FROM kernel_launches
+    WHERE activity = 'kernel'
+    UNION ALL
+    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z,
+           block_x, block_y, block_z, op_shapes, launches, gpu_time_ns
+    FROM summary_only
+), timeline AS (
+    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           min(t.kernel_base) AS kernel_base, min(t.kernel_signature) AS kernel_signature, min(t.library) AS library, min(t.op_class) AS op_class,
+           sum(t.launches) AS launches, sum(t.gpu_time_ns) AS gpu_time_ns, count(DISTINCT t.run_id) AS runs,
+           max(d.run_day) AS latest_day
+    FROM timeline_launches t
+    LEFT JOIN run_days d ON d.run_id = t.run_id
+    GROUP BY t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes
+), timeline_models AS (
+    SELECT DISTINCT model, gpu FROM timeline
+), timeline_ids AS (
+    SELECT DISTINCT model, gpu, kernel_id FROM timeline
+), ncu_launches AS (
+    SELECT k.run_id, k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class,
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.op_shapes, k.duration_ns,
+           k.sm_pct, k.dram_pct, k.mem_pct, k.l1_hit_pct, k.l2_hit_pct, k.achieved_occupancy_pct, k.tensor_pipe_pct,
+           k.dram_bytes, k.peak_dram_bytes_per_s, d.run_day
+    FROM kernels k
+    LEFT JOIN run_days d ON d.run_id = k.run_id
+), ncu_shapes AS (
+    -- one counter set per ncu run, kernel and launch shape (duration-weighted over its launches)
+    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes,
+           max(run_day) AS run_day, count(*) AS launches, sum(duration_ns) AS ncu_time_ns,
+           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
+           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
+           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
+           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
+           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
+           sum(achieved_occupancy_pct * duration_ns)
+               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
+           sum(tensor_pipe_pct * duration_ns)
+               / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct,
+           avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
+           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
+    FROM ncu_launches
+    GROUP BY run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes
+), latest_shapes AS (
+    -- per model, the most recent ncu run that profiled each shape (bounds the join at fleet scale)
+    SELECT *
+    FROM ncu_shapes
+    QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
+                                            block_z, op_shapes ORDER BY run_day DESC, run_id) = 1
+), ncu_identity_runs AS (
+    -- per ncu run, each kernel identity with all its shapes together
+    SELECT run_id, model, gpu, kernel_id, max(run_day) AS run_day, count(*) AS launches,
+           sum(duration_ns) AS ncu_time_ns,
+           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
+           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
+           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
+           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
+           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
+           sum(achieved_occupancy_pct * duration_ns)
+               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
+           sum(tensor_pipe_pct * duration_ns)
+               / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct,
+           avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
+           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
+    FROM ncu_launches
+    GROUP BY run_id, model, gpu, kernel_id
+), ncu_identities AS (
+    -- per model, the most recent ncu run of each kernel identity
+    SELECT *
+    FROM ncu_identity_runs
+    QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id ORDER BY run_day DESC, run_id) = 1
+), candidates AS (
+    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           'exact shape' AS counter_match, 1 AS tier, n.model = t.model AS same_model, n.run_id, n.model AS from_model,
+           n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
+           n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
+    FROM timeline t
+    JOIN latest_shapes n
+      ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+     AND n.grid_x = t.grid_x AND n.grid_y = t.grid_y AND n.grid_z = t.grid_z
+     AND n.block_x = t.block_x AND n.block_y = t.block_y AND n.block_z = t.block_z
+     AND (n.op_shapes IS NULL OR t.op_shapes IS NULL OR n.op_shapes = t.op_shapes)
+    UNION ALL
+    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           'identity only' AS counter_match, 2 AS tier, n.model = t.model AS same_model, n.run_id, n.model AS from_model,
+           n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
+           n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
+    FROM timeline t
+    JOIN ncu_identities n ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+), best AS (
+    SELECT *
+    FROM candidates
+    QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
+                                            block_z, op_shapes
+                               ORDER BY tier, CASE WHEN same_model THEN 0 ELSE 1 END, run_day DESC, run_id) = 1
+), timeline_rows AS (
+    SELECT t.model, t.gpu, t.kernel_id, t.kernel_base, t.kernel_signature, t.library, t.op_class,
+           t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           'timeline' AS time_basis, t.runs, t.launches, t.gpu_time_ns,
+           coalesce(b.counter_match, 'not profiled') AS counter_match,
+           CASE WHEN b.run_id IS NULL THEN NULL WHEN b.same_model THEN 'this model' ELSE 'other model' END AS counter_source,
+           b.run_id AS borrowed_from_run, b.from_model AS borrowed_from_model,
+           date_diff('day', b.run_day, t.latest_day) AS counter_age_days,
+           b.sm_pct, b.dram_pct, b.mem_pct, b.l1_hit_pct, b.l2_hit_pct, b.achieved_occupancy_pct, b.tensor_pipe_pct,
+           b.dram_bytes_per_launch, b.ncu_ns_per_launch, b.peak_dram_bytes_per_s
+    FROM timeline t
+    LEFT JOIN best b
+      ON b.model = t.model AND b.gpu = t.gpu AND b.kernel_id = t.kernel_id
+     AND coalesce(b.grid_x, -1) = coalesce(t.grid_x, -1) AND coalesce(b.grid_y, -1) = coalesce(t.grid_y, -1)
+     AND coalesce(b.grid_z, -1) = coalesce(t.grid_z, -1) AND coalesce(b.block_x, -1) = coalesce(t.block_x, -1)
+     AND coalesce(b.block_y, -1) = coalesce(t.block_y, -1) AND coalesce(b.block_z, -1) = coalesce(t.block_z, -1)
+     AND coalesce(b.op_shapes, '') = coalesce(t.op_shapes, '')
+), ncu_rows AS (
+    -- models without a timeline on that GPU: ncu's own launches are the time and the counters;
+    -- with one: the identities its timelines never ran, kept at zero weight
+    SELECT n.model, n.gpu, n.kernel_id, min(n.kernel_base) AS kernel_base,
+           min(n.kernel_signature) AS kernel_signature, min(n.library) AS library,
+           min(n.op_class) AS op_class, n.grid_x, n.grid_y, n.grid_z, n.block_x, n.block_y, n.block_z, n.op_shapes,
+           CASE WHEN tm.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
+           count(DISTINCT n.run_id) AS runs, CASE WHEN tm.model IS NULL THEN count(*) ELSE 0 END AS launches,
+           CASE WHEN tm.model IS NULL THEN CAST(sum(n.duration_ns) AS DOUBLE) ELSE 0.0 END AS gpu_time_ns,
+           CASE WHEN tm.model IS NULL THEN 'replayed launches' ELSE 'not in timeline' END AS counter_match,
+           'this model' AS counter_source,
+           CASE WHEN count(DISTINCT n.run_id) = 1 THEN min(n.run_id) END AS borrowed_from_run,
+           n.model AS borrowed_from_model, 0 AS counter_age_days,
+           sum(n.sm_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.sm_pct IS NOT NULL THEN n.duration_ns END), 0) AS sm_pct,
+           sum(n.dram_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.dram_pct IS NOT NULL THEN n.duration_ns END), 0) AS dram_pct,
+           sum(n.mem_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.mem_pct IS NOT NULL THEN n.duration_ns END), 0) AS mem_pct,
+           sum(n.l1_hit_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.l1_hit_pct IS NOT NULL THEN n.duration_ns END), 0) AS l1_hit_pct,
+           sum(n.l2_hit_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.l2_hit_pct IS NOT NULL THEN n.duration_ns END), 0) AS l2_hit_pct,
+           sum(n.achieved_occupancy_pct * n.duration_ns)
+               / NULLIF(sum(CASE WHEN n.achieved_occupancy_pct IS NOT NULL THEN n.duration_ns END), 0) AS achieved_occupancy_pct,
+           sum(n.tensor_pipe_pct * n.duration_ns)
+               / NULLIF(sum(CASE WHEN n.tensor_pipe_pct IS NOT NULL THEN n.duration_ns END), 0) AS tensor_pipe_pct,
+           avg(n.dram_bytes) AS dram_bytes_per_launch, avg(n.duration_ns) AS ncu_ns_per_launch,
+           max(n.peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
+    FROM ncu_launches n
+    LEFT JOIN timeline_models tm ON tm.model = n.model AND tm.gpu = n.gpu
+    LEFT JOIN timeline_ids ti ON ti.model = n.model AND ti.gpu = n.gpu AND ti.kernel_id = n.kernel_id
+    WHERE ti.kernel_id IS NULL
+    GROUP BY n.model, n.gpu, n.kernel_id, n.grid_x, n.grid_y, n.grid_z, n.block_x, n.block_y, n.block_z, n.op_shapes,
+             tm.model
+), all_rows AS (
+    SELECT * FROM timeline_rows
+    UNION ALL
+    SELECT * FROM ncu_rows
+)
+SELECT model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+       op_shapes, time_basis, runs, launches, gpu_time_ns,
+       CASE WHEN counter_match IN ('not profiled', 'not in timeline') AND gpu_time_ns = 0 THEN NULL
+            WHEN counter_match = 'not profiled' THEN 0.0 ELSE 100.0 END AS counter_coverage_pct,
+       100.0 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) OVER (PARTITION BY model, gpu)
+           / NULLIF(sum(gpu_time_ns) OVER (PARTITION BY model, gpu), 0) AS model_counter_coverage_pct,
+       counter_match, counter_source, borrowed_from_run, borrowed_from_model, counter_age_days,
+       sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct, tensor_pipe_pct,
+       dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
+FROM all_rows
+ORDER BY model, gpu, gpu_time_ns DESC, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes
