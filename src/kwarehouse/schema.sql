@@ -77,7 +77,10 @@ CREATE TABLE kernels (
     theoretical_occupancy_pct  DOUBLE,
     tensor_pipe_pct            DOUBLE,           -- tensor pipe busy, % of its peak over the cycles the SMs were active (sm__pipe_tensor_cycles_active...pct_of_peak_sustained_active): overstates use on under-filled grids
     tensor_util_pct            DOUBLE,           -- tensor pipe busy, % of its peak over the kernel's elapsed cycles (hmma/hgmma/... tensor instructions; sm__pipe_tensor_type_..._cycles_active...elapsed)
-    dram_bytes                 DOUBLE,           -- DRAM bytes read + written
+    dram_bytes                 DOUBLE,           -- DRAM bytes read + written (dram__bytes_read.sum + _write.sum, dram__bytes.sum; else ncu's rate dram__bytes.sum.per_second x duration)
+    l2_bytes                   DOUBLE,           -- L2 bytes as ncu's hierarchical roofline counts them (L2 -> SM crossbar: derived__lts__lts2xbar_bytes rate x duration), else lts__t_bytes.sum, else lts__t_sectors.sum x 32
+    l1_bytes                   DOUBLE,           -- L1/TEX bytes as ncu's hierarchical roofline counts them (LSU writeback: derived__l1tex__lsu_writeback_bytes_mem_lgds rate x duration), else l1tex__t_bytes.sum
+    shared_bytes               DOUBLE,           -- shared-memory bytes of the kernel's instructions (smsp__sass_data_bytes_mem_shared.sum); NULL when not collected
     issue_active_pct           DOUBLE,           -- issue slots busy, % of active cycles (100 - this = stalled)
     waves_per_sm               DOUBLE,           -- waves of blocks per SM (< 1: the grid does not fill the GPU)
     blocks_limit_registers     DOUBLE,           -- blocks per SM allowed by registers (occupancy limiters)
@@ -97,6 +100,8 @@ CREATE TABLE kernels (
     peak_fp32_flops_per_s      DOUBLE,           -- the device's peak (ncu roofline peaks, else device attributes)
     peak_fp64_flops_per_s      DOUBLE,
     peak_dram_bytes_per_s      DOUBLE,           -- the device's peak DRAM bandwidth
+    peak_l2_bytes_per_s        DOUBLE,           -- peak L2 bandwidth of l2_bytes' kind: ncu's bytes per cycle (.peak_sustained) x the L2 clock it measured
+    peak_l1_bytes_per_s        DOUBLE,           -- peak L1/TEX bandwidth of l1_bytes' kind: ncu's bytes per cycle x the L1 clock it measured
     peak_flops_per_s           DOUBLE,           -- the roof of this launch: dense tensor peak of its math dtype when it has tensor FLOPs (ncu's peak per cycle x measured SM clock, else normalize/gpu_peaks.csv), else the CUDA-core FP64 or FP32 peak
     pct_of_peak                DOUBLE,           -- achieved_flops_per_s / peak_flops_per_s, %
     stall_barrier              DOUBLE,           -- warp stall reasons: warp cycles per issued instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio)

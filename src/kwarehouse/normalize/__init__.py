@@ -280,7 +280,9 @@ def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: Kerne
         kernels = step(kernels, rules)
     device_names = (metrics.filter((pl.col("metric") == DEVICE_NAME) & pl.col("value_text").is_not_null())
                     .select("launch_id", pl.col("value_text").alias("device_name")))
-    extra = derived.derived_columns(kernels, wide_metrics(metrics, derived.wanted_metrics()), device_names)
+    wide = wide_metrics(metrics, sorted({*derived.wanted_metrics(), *derived.bytes_metrics()}))
+    kernels = derived.bytes_columns(kernels, wide)     # first: it fills dram_bytes from ncu's DRAM rate
+    extra = derived.derived_columns(kernels, wide, device_names)
     return kernels.drop([c for c in derived.DERIVED_COLUMNS if c in kernels.columns]).join(
         extra, on="launch_id", how="left")
 

@@ -217,3 +217,91 @@ def _tensor_roof(frame: pl.DataFrame, sm_clock: pl.Expr) -> pl.Expr:
     published = keys.replace_strict({f"{n}|{d}": v for (n, d), v in table.items()}, default=None,
                                     return_dtype=pl.Float64)
     return pl.coalesce(ncu_peak, published)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bytes per memory level and the bandwidth peaks of L2 and L1 (the roofline's memory roofs). Kept
+# apart from the FLOP logic above: bytes_columns runs before derived_columns, because it also fills
+# dram_bytes where an export has only ncu's DRAM rate.
+#
+# Each column takes the first candidate the export has. A "rate" candidate is ncu's per-second value
+# of the kernel, so bytes = rate x the launch's duration. The L2 and L1 candidates come first as ncu's
+# hierarchical roofline sections (SpeedOfLight_Hierarchical*RooflineChart, ncu 2025) count them:
+#   L2: derived__lts__lts2xbar_bytes = lts__lts2xbar_cycles_active x 32 B (L2 -> SM crossbar traffic),
+#   L1: derived__l1tex__lsu_writeback_bytes_mem_lgds (sm_90+; _mem_lg on sm_75-89) = LSU writeback
+#       cycles x 128 B (local/global/shared loads reaching registers; TMA copies and wgmma operands
+#       read from shared memory bypass it, so a Hopper GEMM's L1 bytes are small);
+# then the plain counters a user may have collected (lts__t_bytes.sum, lts__t_sectors.sum x 32,
+# l1tex__t_bytes.sum). shared_bytes: smsp__sass_data_bytes_mem_shared.sum (LDS/STS/LDSM/... and the
+# wgmma operands read from shared memory), collected by MemoryWorkloadAnalysis_Tables or by name.
+# The peaks are ncu's own: bytes per cycle (.peak_sustained) x the unit's clock ncu measured
+# (lts__cycles_elapsed / l1tex__cycles_elapsed .avg.per_second), the way its roofline chart draws them.
+
+SECTOR_BYTES = 32
+LSU_WRITEBACK_BYTES = 128
+L2_CLOCK = "lts__cycles_elapsed.avg.per_second"
+L1_CLOCK = "l1tex__cycles_elapsed.avg.per_second"
+# column -> candidates: (metric, how) with how = "count" (bytes), "rate" (bytes/s x duration), or a
+# number (count x that many bytes), or ("rate", n) (per-second x n bytes x duration)
+LEVEL_BYTES = {
+    "dram_bytes": [("dram__bytes.sum.per_second", "rate")],
+    "l2_bytes": [("derived__lts__lts2xbar_bytes.sum.per_second", "rate"),
+                 ("lts__lts2xbar_cycles_active.sum.per_second", ("rate", SECTOR_BYTES)),
+                 ("lts__t_bytes.sum", "count"),
+                 ("lts__t_sectors.sum", SECTOR_BYTES)],
+    "l1_bytes": [("derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.per_second", "rate"),
+                 ("derived__l1tex__lsu_writeback_bytes_mem_lg.sum.per_second", "rate"),
+                 ("l1tex__lsu_writeback_active_mem_lgds.sum.per_second", ("rate", LSU_WRITEBACK_BYTES)),
+                 ("l1tex__lsu_writeback_active_mem_lg.sum.per_second", ("rate", LSU_WRITEBACK_BYTES)),
+                 ("l1tex__t_bytes.sum", "count")],
+    "shared_bytes": [("smsp__sass_data_bytes_mem_shared.sum", "count"),
+                     ("sm__sass_data_bytes_mem_shared.sum", "count")],
+}
+# column -> candidates: (bytes-per-cycle metric, bytes per unit, clock metric)
+LEVEL_PEAKS = {
+    "peak_l2_bytes_per_s": [("derived__lts__lts2xbar_bytes.sum.peak_sustained", 1, L2_CLOCK),
+                            ("lts__lts2xbar_cycles_active.sum.peak_sustained", SECTOR_BYTES, L2_CLOCK),
+                            ("lts__t_bytes.sum.peak_sustained", 1, L2_CLOCK)],
+    "peak_l1_bytes_per_s": [("derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.peak_sustained", 1, L1_CLOCK),
+                            ("derived__l1tex__lsu_writeback_bytes_mem_lg.sum.peak_sustained", 1, L1_CLOCK),
+                            ("l1tex__lsu_writeback_active_mem_lgds.sum.peak_sustained", LSU_WRITEBACK_BYTES, L1_CLOCK),
+                            ("l1tex__lsu_writeback_active_mem_lg.sum.peak_sustained", LSU_WRITEBACK_BYTES, L1_CLOCK),
+                            ("l1tex__t_bytes.sum.peak_sustained", 1, L1_CLOCK)],
+}
+BYTES_COLUMNS = ("l2_bytes", "l1_bytes", "shared_bytes", "peak_l2_bytes_per_s", "peak_l1_bytes_per_s")
+
+
+def bytes_metrics() -> list[str]:
+    """The metrics bytes_columns reads."""
+    names = {m for candidates in LEVEL_BYTES.values() for m, _ in candidates}
+    names |= {n for candidates in LEVEL_PEAKS.values() for m, _, clock in candidates for n in (m, clock)}
+    return sorted(names)
+
+
+def bytes_columns(kernels: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
+    """`kernels` with BYTES_COLUMNS added and dram_bytes filled from ncu's DRAM rate where the export
+    has no byte count (dram__bytes.sum.per_second x duration: the tensor-roofline exports of corpus
+    11b); `wide` is one row per launch_id with a column per metric of bytes_metrics()."""
+    frame = kernels.select("launch_id", "duration_ns").join(wide, on="launch_id", how="left")
+    duration_s = pl.col("duration_ns") * NS
+
+    def value(metric: str, how) -> pl.Expr:
+        base = _col(frame, metric)
+        if how == "count":
+            return base
+        if how == "rate":
+            return base * duration_s
+        if isinstance(how, tuple):
+            return base * how[1] * duration_s
+        return base * how
+
+    levels = {column: pl.coalesce([value(m, how) for m, how in candidates])
+              for column, candidates in LEVEL_BYTES.items()}
+    peaks = {column: pl.coalesce([_col(frame, m) * per_unit * _col(frame, clock) for m, per_unit, clock in candidates])
+             for column, candidates in LEVEL_PEAKS.items()}
+    extra = frame.select("launch_id", levels.pop("dram_bytes").alias("_dram_from_rate"),
+                         *[e.cast(pl.Float64).alias(c) for c, e in {**levels, **peaks}.items()])
+    out = kernels.drop([c for c in BYTES_COLUMNS if c in kernels.columns]).join(extra, on="launch_id", how="left")
+    dram = pl.col("dram_bytes") if "dram_bytes" in out.columns else pl.lit(None, dtype=pl.Float64)
+    return out.with_columns(pl.coalesce(dram, pl.col("_dram_from_rate")).cast(pl.Float64).alias("dram_bytes")) \
+        .drop("_dram_from_rate")
