@@ -38,3 +38,20 @@ def test_the_duckdb_shell_reads_warehouse_duckdb_even_after_a_move(tmp_path):
     assert rows(Warehouse(moved), "SELECT count(*) FROM kernel_launches WHERE activity = 'kernel'") == [(38,)]
     # the first kwh command on the moved warehouse rebuilt warehouse.duckdb for its new folder
     assert shell(moved / "warehouse.duckdb", "SELECT count(*) FROM runs", elsewhere) == "2"
+
+
+def test_harlequin_opens_warehouse_duckdb_with_its_duckdb_adapter(tmp_path):
+    """harlequin (the terminal SQL IDE) reads warehouse.duckdb through its DuckDB adapter: the same
+    connection its UI opens for `harlequin -r warehouse/warehouse.duckdb`, catalog and query included."""
+    adapter = pytest.importorskip("harlequin_duckdb")
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
+    moved = tmp_path / "moved"
+    shutil.move(warehouse.root, moved)
+    rows(Warehouse(moved), "SELECT 1")      # any kwh command rebuilds warehouse.duckdb for its new folder
+    connection = adapter.DuckDbAdapter((str(moved / "warehouse.duckdb"),), read_only=True).connect()
+    assert [item.label for item in connection.get_catalog().items] == ["warehouse"]
+    cursor = connection.execute("SELECT count(*) AS n FROM kernels")
+    assert cursor.fetchall().column("n").to_pylist() == [3]
+    for name in ("kernel_launches", "runs", *views.all_views()):
+        assert connection.execute(f"SELECT count(*) AS n FROM {name}").fetchall().num_rows == 1, name
