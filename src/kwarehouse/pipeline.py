@@ -479,6 +479,8 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     tool = members[0].result.tool
     if tool == "ncu":
         tables, count, compute_capability = _profile_tables(members, existing, rules)
+    elif tool == "telemetry":
+        tables, count, compute_capability = _telemetry_tables(members, gpu)
     else:
         tables, count, compute_capability = _timeline_tables(members, rules)
 
@@ -527,6 +529,23 @@ def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules
                              if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
     tables = {"kernels": kernels, "metrics": metrics, "rules": rule_rows}
     return tables, kernels.height, kernels["compute_capability"].drop_nulls().first()
+
+
+def _telemetry_tables(members: list[_Source], gpu: str):
+    """gpu_samples of a telemetry log: each GPU's sampling interval (the median gap between its samples in
+    the log), the run's GPU name where the log prints none (dmon, dcgmi), and its gpu_peaks model."""
+    from kwarehouse.normalize import peaks
+    samples = pl.concat([m.result.samples for m in members], how="vertical_relaxed")
+    samples = samples.with_columns(pl.col("gpu_name").fill_null(pl.lit(None if gpu == "unknown" else gpu, pl.String)))
+    intervals = (samples.filter(pl.col("timestamp_ns").is_not_null())
+                 .select("source", "gpu_index", "timestamp_ns").unique().sort("timestamp_ns")
+                 .with_columns(pl.col("timestamp_ns").diff().over("source", "gpu_index").alias("gap"))
+                 .group_by("source", "gpu_index").agg(pl.col("gap").median().round().cast(pl.Int64).alias("interval_ns")))
+    samples = samples.join(intervals, on=["source", "gpu_index"], how="left", nulls_equal=True)
+    models = {name: peaks.gpu_model(name) for name in samples["gpu_name"].drop_nulls().unique()}
+    samples = samples.with_columns(pl.col("gpu_name").replace_strict(models, default=None, return_dtype=pl.String)
+                                   .alias("gpu_model"))
+    return {"gpu_samples": samples}, 0, None
 
 
 def _timeline_tables(members: list[_Source], rules: normalize.KernelRules):

@@ -242,6 +242,31 @@ CREATE TABLE nvtx_summaries (
     time_pct            DOUBLE
 );
 
+-- GPU telemetry (nvidia-smi --query-gpu / dmon / pmon, dcgmi dmon, kwh's NVML sample file): one row per
+-- sample, GPU (or process) and field. Each log is a run of its own (runs.tool = 'telemetry'); the
+-- gpu_telemetry view attaches samples to profiled runs by GPU and time window (README: GPU telemetry).
+CREATE TABLE gpu_samples (
+    run_id              VARCHAR NOT NULL,  -- the telemetry run: one log file
+    model               VARCHAR NOT NULL,  -- partition: manifest "model", --model, or the folder name
+    gpu                 VARCHAR NOT NULL,  -- partition: the log's first GPU name, else the manifest's "gpu"
+    source              VARCHAR NOT NULL,  -- nvidia-smi-query, nvidia-smi-dmon, nvidia-smi-pmon, dcgmi-dmon, nvml-samples
+    line                BIGINT NOT NULL,   -- line of the log the sample is on
+    timestamp_ns        BIGINT,            -- ns since the Unix epoch (UTC; nvidia-smi prints host time, taken as UTC); NULL where the log prints no time (dmon without -o DT, dcgmi dmon)
+    interval_ns         BIGINT,            -- the log's sampling interval on this GPU (median gap between its samples): a sample describes (timestamp_ns - interval_ns, timestamp_ns]
+    gpu_index           BIGINT,            -- nvidia-smi / NVML index (not CUDA_VISIBLE_DEVICES order)
+    gpu_uuid            VARCHAR,
+    gpu_name            VARCHAR,           -- as the log prints it, else the run's GPU
+    gpu_model           VARCHAR,           -- gpu_peaks' gpu_model of gpu_name (normalize/gpu_names.csv); NULL when unknown
+    pci_bus_id          VARCHAR,
+    process_id          BIGINT,            -- pmon rows: the process
+    process_name        VARCHAR,
+    field               VARCHAR NOT NULL,  -- kwh's name (ingest/telemetry_fields.csv): sm_active, sm_occupancy, tensor_active, dram_active, gpu_util, sm_clock, power, memory_used, throttle_reasons ...; else as printed
+    source_field        VARCHAR NOT NULL,  -- the name the tool printed: clocks.current.sm, pclk, SMACT, sm_clock_mhz
+    value               DOUBLE,            -- in base units: Hz, W, byte, %, C (DCGM ratios 0-1 become %); NULL when missing ([N/A], -, N/A)
+    unit                VARCHAR,           -- base unit of value
+    value_text          VARCHAR            -- a cell that is not a number (pstate "P0", pmon type "C")
+);
+
 -- Daily rollup of ncu kernels (kwh rollup): per day, model, GPU and kernel identity. The day of a run is
 -- its manifest date, else the day it was ingested (UTC). Averages are time-weighted.
 CREATE TABLE rollup_kernels_daily (

@@ -7,16 +7,22 @@ from pathlib import Path
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import gzipped, nsys_sqlite
 from kwarehouse.ingest.base import Reader, ReadResult
+from kwarehouse.ingest.dcgm import DcgmiDmon
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
 from kwarehouse.ingest.ncu_raw_csv import NcuRawCsv
 from kwarehouse.ingest.ncu_rep import NcuRep
 from kwarehouse.ingest.ncu_text import NcuText
+from kwarehouse.ingest.nvidia_smi import NvidiaSmiDmon, NvidiaSmiPmon, NvidiaSmiQuery
+from kwarehouse.ingest.nvml_samples import NvmlSamples
 from kwarehouse.ingest.nsys_sqlite import NsysSqlite
 from kwarehouse.ingest.nsys_stats_csv import NsysStatsCsv
 from kwarehouse.ingest.torch_trace import TorchTrace
 
 READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), NcuText(), NcuRep(), NsysSqlite(),
                                                    NsysStatsCsv(), TorchTrace())}
+
+# GPU telemetry logs (ingest/telemetry.py): sniffed after the profiler exports.
+READERS.update({r.name: r for r in (NvmlSamples(), NvidiaSmiQuery(), NvidiaSmiDmon(), NvidiaSmiPmon(), DcgmiDmon())})
 
 # How much of a file sniffing looks at: enough to pass program output a user redirected before the CSV.
 SNIFF_BYTES = 1 << 20

@@ -66,10 +66,11 @@ class ReadResult:
     launches: pl.DataFrame = field(default_factory=lambda: empty(LAUNCH_COLUMNS))
     metrics: pl.DataFrame = field(default_factory=lambda: empty(METRIC_COLUMNS))
     rules: pl.DataFrame = field(default_factory=lambda: empty(RULE_COLUMNS))
-    tool: str = "ncu"             # "ncu", "nsys" or "torch"
+    tool: str = "ncu"             # "ncu", "nsys", "torch" or "telemetry"
     timeline: pl.DataFrame | None = None       # TIMELINE_COLUMNS
     summaries: pl.DataFrame | None = None      # SUMMARY_COLUMNS
     nvtx_summaries: pl.DataFrame | None = None  # NVTX_SUMMARY_COLUMNS
+    samples: pl.DataFrame | None = None         # GPU telemetry (tool "telemetry"): ingest.telemetry.SAMPLE_COLUMNS
     tool_version: str | None = None
     names_mangled: bool = False   # kernel names are Itanium-mangled (--print-kernel-base mangled)
     base_units: bool = False      # every unit is a base unit (--print-units base): fewer digits kept
