@@ -156,7 +156,8 @@ def test_register_creates_every_table_and_view(registered):
 
 @pytest.mark.parametrize("table", ["runs", "kernels", "metrics", "rules", "kernel_launches",
                                    "kernel_summaries", "nvtx_summaries", "rollup_kernels_daily",
-                                   "rollup_libraries_daily", "metric_catalog", "bottleneck_thresholds"])
+                                   "rollup_libraries_daily", "metric_catalog", "bottleneck_thresholds",
+                                   "gpu_peaks"])
 def test_tables_match(registered, table):
     spark, warehouse, _ = registered
     con = warehouse.connect()

@@ -272,7 +272,7 @@ def sql(warehouse: Warehouse, query, path, fmt):
     """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt
     (line editing, history, Ctrl-C, .tables/.schema/.mode/.help), or reads a script from a pipe.
 
-    Tables: runs, kernels, metrics, rules, metric_catalog, bottleneck_thresholds; views: kwh views.
+    Tables: runs, kernels, metrics, rules, metric_catalog, bottleneck_thresholds, gpu_peaks; views: kwh views.
 
     \b
     Example:
@@ -470,7 +470,7 @@ def query(warehouse: Warehouse, name, condition, limit, fmt):
       kwh query runs --where "tool = 'torch'"
     """
     from kwarehouse import schema
-    tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds"]
+    tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks"]
     target = name if name in tables else views_lib.view_named(name, also=tables).name
     _require_warehouse(warehouse)
     _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(target, condition, limit, check=False)),

@@ -35,7 +35,7 @@ class Shell:
     def names(self) -> tuple[list[str], list[str]]:
         """(tables, analytics views); kwh exposes its tables as views over Parquet, so ask the schema."""
         from kwarehouse import schema, views
-        tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds"]
+        tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks"]
         return tables, list(views.all_views())
 
     def banner(self) -> str:

@@ -178,7 +178,11 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
     spark.createDataFrame(catalog_rows.rows(), ", ".join(
         f"`{c}` {_polars_spark_type(t)}" for c, t in catalog_rows.schema.items())) \
         .createOrReplaceTempView("metric_catalog")
-    names += ["bottleneck_thresholds", "metric_catalog"]
+    from kwarehouse.normalize import peaks
+    peak_rows = peaks.peak_frame()
+    spark.createDataFrame(peak_rows.rows(), ", ".join(
+        f"`{c}` {_polars_spark_type(t)}" for c, t in peak_rows.schema.items())).createOrReplaceTempView("gpu_peaks")
+    names += ["bottleneck_thresholds", "metric_catalog", "gpu_peaks"]
     for name, statement in view_statements():
         spark.sql(statement)
         names.append(name)

@@ -904,11 +904,13 @@ def _real_names(relative: Path, names: dict[tuple[str, str], str]) -> dict[str, 
 
 
 def _add_reference_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """metric_catalog: every canonical metric with its other names, base unit and meaning."""
-    catalog = normalize.metric_catalog().to_arrow()
-    con.register("metric_catalog_rows", catalog)
-    con.execute("CREATE OR REPLACE TABLE metric_catalog AS SELECT * FROM metric_catalog_rows")
-    con.unregister("metric_catalog_rows")
+    """metric_catalog: every canonical metric with its other names, base unit and meaning;
+    gpu_peaks: the published peaks of normalize/gpu_peaks.csv, one row per GPU model and dtype."""
+    from kwarehouse.normalize import peaks
+    for name, frame in (("metric_catalog", normalize.metric_catalog()), ("gpu_peaks", peaks.peak_frame())):
+        con.register(f"{name}_rows", frame.to_arrow())
+        con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM "{name}_rows"')
+        con.unregister(f"{name}_rows")
 
 
 @functools.cache

@@ -19,8 +19,8 @@ import polars as pl
 
 from kwarehouse.errors import InputError
 
-NUMBER_COLUMNS = ("tensor_dense_flops_per_s", "cuda_core_flops_per_s", "dram_bytes_per_s", "sm_count",
-                  "boost_clock_hz")
+NUMBER_COLUMNS = ("tensor_dense_flops_per_s", "cuda_core_flops_per_s", "dram_bytes_per_s", "l2_bytes_per_s",
+                  "sm_count", "boost_clock_hz")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8")
 
 
@@ -31,6 +31,7 @@ class Peak:
     tensor_dense_flops_per_s: float | None
     cuda_core_flops_per_s: float | None
     dram_bytes_per_s: float | None
+    l2_bytes_per_s: float | None
     sm_count: float | None
     boost_clock_hz: float | None
     source: str
@@ -78,7 +79,8 @@ def peak(device_name: str | None, dtype: str | None) -> Peak | None:
 
 
 def peak_frame() -> pl.DataFrame:
-    """The whole table, one row per (gpu_model, dtype), for joins and for users (`gpu_peaks`)."""
+    """The whole table, one row per (gpu_model, dtype), in file order: the `gpu_peaks` table of every
+    query surface (kwh sql, warehouse.duckdb, the Python API, Spark)."""
     rows = [p.__dict__ for p in peak_table().values()]
     return pl.DataFrame(rows, schema={"gpu_model": pl.String, "dtype": pl.String,
                                       **{c: pl.Float64 for c in NUMBER_COLUMNS}, "source": pl.String})
