@@ -33,8 +33,8 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "kernel_popularity", "kernel_time",
-        "launch_shape_correlates", "library_share", "occupancy", "op_kernels", "roofline", "speed_of_light",
+        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "gpu_timeline", "kernel_popularity", "kernel_time",
+        "launch_shape_correlates", "library_share", "occupancy", "op_compulsory_bytes", "op_kernels", "roofline", "speed_of_light",
         "time_weighted_kernels", "warp_stalls"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
@@ -161,21 +161,29 @@ def test_roofline_by_hand(cupy):
 
 
 def test_bottleneck_class_by_hand(cupy):
-    got = dict(rows(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
-    # saxpy: DRAM 79.7 % >= 60, L2 hit 34.0 % < 60; naive_sgemm: SM 62.1 % and memory 93.2 % both >= 60;
-    # the single-tile CUB kernel runs 3.2 us < 5 us
-    assert got == {"saxpy": "cache-inefficient", "naive_sgemm": "mixed", CUB: "cache-inefficient",
-                   "cub::detail::reduce::DeviceReduceSingleTileKernel": "launch-overhead"}
-    (decided,), = rows(cupy, "SELECT decided_by FROM bottleneck_class WHERE kernel_base = 'saxpy'")
-    assert decided == "memory_pct 79.7 >= 60.0, l2_hit_pct 34.0 < 60.0"
+    got = {k: (b, u) for k, b, u in rows(cupy, "SELECT kernel_base, bottleneck, limiting_unit FROM bottleneck_class")}
+    # saxpy: memory SOL 79.7 % = DRAM 79.7 % (ncu: "DRAM bottleneck"); naive_sgemm: memory SOL 93.2 % from the
+    # L1 LSU wavefronts (DRAM 0.6 %) above SM 62.1 % (ncu: "Start by analyzing L1"); the CUB reduction at DRAM
+    # 81.4 %; the single-tile CUB kernel runs 3.2 us < 5 us (no timeline in this warehouse: ncu's duration)
+    assert got == {"saxpy": ("memory-bound", "dram"), "naive_sgemm": ("memory-bound", "l1"),
+                   CUB: ("memory-bound", "dram"),
+                   "cub::detail::reduce::DeviceReduceSingleTileKernel": ("launch-overhead", "launch")}
+    (decided, seed, verdict, agrees), = rows(cupy, "SELECT decided_by, seed_class, ncu_verdict, agrees_with_ncu "
+                                                   "FROM bottleneck_class WHERE kernel_base = 'saxpy'")
+    assert decided == ("memory 79.7 % vs SM 33.8 %; busiest level: dram (L1 15.1 %, L2 44.8 %, DRAM 79.7 %); "
+                       "at the DRAM roof; compulsory bytes unknown: no reuse test")
+    assert (seed, verdict, agrees) == ("Memory", None, None)      # a raw page alone carries no ncu rules
+    sgemm = raw(CUPY_RAW, 1, "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed")
+    assert rows(cupy, "SELECT l1_pct FROM bottleneck_class WHERE kernel_base = 'naive_sgemm'") == [(pytest.approx(sgemm),)]
 
 
 def test_thresholds_are_changed_without_editing_sql(cupy):
     (cupy.root / "views").mkdir()
-    (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit_pct,10\ntiny_kernel_ns,1000\n")
+    (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nmemory_pct,85\ntiny_kernel_ns,1000\n")
     got = dict(rows(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
-    assert got["saxpy"] == "memory-bound" and got[CUB] == "cache-inefficient"      # CUB's L2 hit is 2.4 %
-    assert got["cub::detail::reduce::DeviceReduceSingleTileKernel"] == "latency-bound"
+    assert got["saxpy"] == "latency-bound" and got[CUB] == "latency-bound"      # 79.7 and 81.4 % < 85
+    assert got["naive_sgemm"] == "memory-bound"                                   # L1 93.2 %
+    assert got["cub::detail::reduce::DeviceReduceSingleTileKernel"] == "grid-too-small"   # 3.2 us, 1 block
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit,10\n")
     with pytest.raises(InputError, match=r"bottleneck_thresholds.csv:2: unknown threshold 'l2_hit'"):
         cupy.connect()

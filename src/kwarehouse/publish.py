@@ -37,7 +37,8 @@ PUBLISHED_KEY = "published"
 
 def own_objects() -> set[str]:
     """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
-    return {*schema.tables(), *views.all_views(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks", PUBLISHED_TABLE}
+    return {*schema.tables(), *views.all_views(), *views.reference_tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks",
+            PUBLISHED_TABLE}
 
 
 def _recorded(warehouse) -> dict:

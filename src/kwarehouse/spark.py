@@ -183,6 +183,9 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
     spark.createDataFrame(peak_rows.rows(), ", ".join(
         f"`{c}` {_polars_spark_type(t)}" for c, t in peak_rows.schema.items())).createOrReplaceTempView("gpu_peaks")
     names += ["bottleneck_thresholds", "metric_catalog", "gpu_peaks"]
+    for name, (columns, rows) in views.reference_tables().items():
+        spark.createDataFrame(rows, ", ".join(f"`{c}` STRING" for c in columns)).createOrReplaceTempView(name)
+        names.append(name)
     for name, statement in view_statements():
         spark.sql(statement)
         names.append(name)

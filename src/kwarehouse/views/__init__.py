@@ -5,7 +5,9 @@ Spark (docs/portable-sql.md says how to keep them portable; tests/test_spark.py 
 
 bottleneck_thresholds is a small table the views read their cut-offs from: the defaults are in
 bottleneck_thresholds.csv here, and a warehouse may override any of them in
-<warehouse>/views/bottleneck_thresholds.csv (same columns), without editing SQL.
+<warehouse>/views/bottleneck_thresholds.csv (same columns), without editing SQL. Every other .csv here
+is a reference table the views join (stall_reasons: cause and fix of each warp stall reason;
+warp_specialized_kernels: name patterns of Hopper warp-specialised kernels), named after its file.
 """
 
 from __future__ import annotations
@@ -79,6 +81,19 @@ def thresholds(warehouse_root: Path | None = None) -> list[tuple[str, float, str
     return list(rows.values())
 
 
+def reference_tables() -> dict[str, tuple[list[str], list[list[str]]]]:
+    """name -> (columns, rows) of every reference table: each .csv of this folder but the thresholds;
+    '#' lines are comments, every value is text."""
+    tables = {}
+    for entry in sorted(resources.files("kwarehouse.views").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".csv") and entry.name != THRESHOLDS_FILE:
+            lines = [line for line in entry.read_text(encoding="utf-8").splitlines()
+                     if line.strip() and not line.startswith("#")]
+            header, *rows = list(csv.reader(lines))
+            tables[entry.name[:-4]] = (header, rows)
+    return tables
+
+
 def creation_order() -> list[View]:
     """Views ordered so that each comes after the views it reads (found by name in its SQL)."""
     views = all_views()
@@ -98,6 +113,11 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
     """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables."""
     con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
     con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", thresholds(warehouse_root))
+    for name, (columns, rows) in reference_tables().items():
+        typed = ", ".join(f'"{column}" VARCHAR' for column in columns)
+        con.execute(f'CREATE OR REPLACE TABLE "{name}" ({typed})')
+        if rows:
+            con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(columns))})', rows)
     for view in creation_order():
         try:
             con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')

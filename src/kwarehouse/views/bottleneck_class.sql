@@ -1,55 +1,255 @@
--- Bottleneck class of each launch: compute-bound, memory-bound, cache-inefficient, latency-bound, launch-overhead or mixed, with the metric values that decided it.
--- Rules, first match wins, cut-offs from the bottleneck_thresholds table:
---   duration < tiny_kernel_ns                                  -> launch-overhead
---   sm >= compute_pct and memory >= memory_pct                  -> mixed (both units near their peak)
---   sm >= compute_pct                                           -> compute-bound
---   memory >= memory_pct and L2 hit < l2_hit_pct                -> cache-inefficient
---   memory >= memory_pct                                        -> memory-bound
---   issue slots idle (100 - issue active %) >= stall_pct        -> latency-bound (latency/occupancy: neither unit busy, warps stalled)
---   otherwise                                                   -> mixed
--- memory = the larger of DRAM % and memory % (L1/L2/DRAM SOL).
+-- Bottleneck of each launch (compute-bound, memory-bound, cache-inefficient, latency-bound, occupancy-limited, grid-too-small, launch-overhead or mixed), its limiting unit (tensor, fma, alu, fp64, xu, issue; dram, l2, l1; grid, latency, registers, launch), the seed heuristic's class, ncu's own SOLBottleneck verdict, whether they agree, the evidence and the first fix to try.
+-- Rules, first match wins, cut-offs from bottleneck_thresholds (ncu's SOLBottleneck rule uses the same 60/80/10):
+--   real duration < tiny_kernel_ns                              -> launch-overhead (unit launch); real = median
+--       duration of the same kernel and launch shape in a timeline (nsys/PyTorch) of the model, else ncu's
+--       (ncu replays small kernels 1.6-2.5x longer than they run)
+--   SM or memory SOL >= compute_pct/memory_pct:
+--     tensor pipe >= tensor_roof_pct                            -> compute-bound (tensor): at the compute roof,
+--                                                                  whatever memory unit reads busier
+--     both < 80 and within balanced_pct of each other           -> mixed (unit 'compute unit+memory level')
+--     SM >= memory                                              -> compute-bound, unit = busiest pipe (tensor,
+--                                                                  fp64, fma, alu, xu) or 'issue' when none is
+--                                                                  within 10 points of the SM SOL
+--     memory level DRAM and DRAM bytes > reuse_factor x compulsory -> cache-inefficient (a reuse failure)
+--     otherwise                                                 -> memory-bound, unit = busiest level of ncu's
+--                                                                  memory SOL breakdown: dram, l2 (lts__*), l1
+--                                                                  (l1tex__*: LSU wavefronts, data banks, ...)
+--   waves per SM < 1                                            -> grid-too-small (unit grid)
+--   a strict occupancy limiter (occupancy view) and achieved occupancy < low_occupancy_pct
+--                                                               -> occupancy-limited (unit registers, shared_mem, ...)
+--   otherwise                                                   -> latency-bound (unit latency; warp_stalls says on what)
+-- Compulsory bytes (unique inputs + output of the op, from the framework op's shapes and dtype) come from
+-- op_compulsory_bytes; where they are unknown there is no reuse test and no launch is cache-inefficient.
+-- seed_class is the seed heuristic exactly as the project began with it (issue 5): SM % >= 60 and DRAM % >= 60
+-- -> Mixed; SM >= 60 -> Compute; DRAM >= 60 -> Memory; both low and issue slots idle >= 30 % ->
+-- Latency-Occupancy; otherwise Mixed.
 WITH t AS (
     SELECT max(CASE WHEN name = 'compute_pct' THEN value END) AS compute_pct,
            max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct,
+           max(CASE WHEN name = 'balanced_pct' THEN value END) AS balanced_pct,
+           max(CASE WHEN name = 'tensor_roof_pct' THEN value END) AS tensor_roof_pct,
            max(CASE WHEN name = 'stall_pct' THEN value END) AS stall_pct,
-           max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_pct,
-           max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns
+           max(CASE WHEN name = 'seed_compute_pct' THEN value END) AS seed_compute_pct,
+           max(CASE WHEN name = 'seed_dram_pct' THEN value END) AS seed_dram_pct,
+           max(CASE WHEN name = 'reuse_factor' THEN value END) AS reuse_factor,
+           max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
+           max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
+           max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct
     FROM bottleneck_thresholds
+), unit_metrics AS (
+    -- per launch: the busiest unit of each memory level in ncu's memory SOL breakdown, the compute pipes
+    -- (all % of peak over elapsed cycles) and DRAM bytes where only a rate was exported
+    SELECT run_id, launch_id,
+           max(CASE WHEN metric LIKE 'l1tex%' THEN value END) AS l1_pct,
+           max(CASE WHEN metric LIKE 'lts%' THEN value END) AS l2_pct,
+           max(CASE WHEN metric = 'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed' THEN value END) AS fma_pct,
+           max(CASE WHEN metric = 'sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed' THEN value END) AS alu_pct,
+           max(CASE WHEN metric = 'sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed' THEN value END) AS fp64_pct,
+           max(CASE WHEN metric = 'sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed' THEN value END) AS xu_pct,
+           max(CASE WHEN metric = 'sm__instruction_throughput.avg.pct_of_peak_sustained_elapsed' THEN value END) AS issue_pct,
+           max(CASE WHEN metric = 'dram__bytes.sum.per_second' THEN value END) AS dram_bytes_per_s
+    FROM metrics
+    WHERE metric IN (
+        'l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__data_pipe_tex_wavefronts.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__f_wavefronts.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__lsu_writeback_active.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__lsuin_requests.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__m_l1tex2xbar_req_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__m_xbar2l1tex_read_sectors.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__tex_writeback_active.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__texin_sm2tex_req_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__tmain_requests.avg.pct_of_peak_sustained_elapsed',
+        'lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'lts__d_sectors.avg.pct_of_peak_sustained_elapsed',
+        'lts__d_sectors_fill_device.avg.pct_of_peak_sustained_elapsed',
+        'lts__d_sectors_fill_sysmem.avg.pct_of_peak_sustained_elapsed',
+        'lts__lts2xbar_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'lts__t_sectors.avg.pct_of_peak_sustained_elapsed',
+        'lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed',
+        'lts__xbar2lts_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed',
+        'sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed',
+        'sm__instruction_throughput.avg.pct_of_peak_sustained_elapsed',
+        'dram__bytes.sum.per_second')
+    GROUP BY run_id, launch_id
+), ncu_rule AS (
+    -- ncu's SOLBottleneck verdict, parsed from its text (the rule names the busiest memory unit)
+    SELECT run_id, launch_id,
+           CASE WHEN description LIKE '%grid is too small%' OR description LIKE '%grids that are too small%' THEN 'grid-too-small'
+                WHEN description LIKE '%low compute throughput and memory bandwidth%' THEN 'latency'
+                WHEN description LIKE '%well-balanced%' THEN 'balanced'
+                WHEN description LIKE '%DRAM bottleneck%' OR description LIKE '%analyzing DRAM %' THEN 'memory:dram'
+                WHEN description LIKE '%L2 bottleneck%' OR description LIKE '%analyzing L2 %' THEN 'memory:l2'
+                WHEN description LIKE '%L1 bottleneck%' OR description LIKE '%analyzing L1 %' THEN 'memory:l1'
+                WHEN description LIKE 'Compute is more heavily%' OR description LIKE '%analyzing workloads in the Compute%' THEN 'compute'
+                WHEN description LIKE 'Memory is more heavily%' OR description LIKE '%in the Memory Workload%' THEN 'memory'
+           END AS ncu_verdict
+    FROM rules
+    WHERE rule_name = 'SOLBottleneck'
+), timeline_shape AS (
+    SELECT model, gpu, kernel_id, grid_size, block_size, median(duration_ns) AS real_ns, count(*) AS real_launches
+    FROM kernel_launches WHERE activity = 'kernel'
+    GROUP BY model, gpu, kernel_id, grid_size, block_size
+), timeline_kernel AS (
+    SELECT model, gpu, kernel_id, median(duration_ns) AS real_ns, count(*) AS real_launches
+    FROM kernel_launches WHERE activity = 'kernel'
+    GROUP BY model, gpu, kernel_id
 ), measured AS (
-    SELECT run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, duration_ns,
-           sm_pct, dram_pct, mem_pct, l2_hit_pct, achieved_occupancy_pct, issue_active_pct,
-           greatest(coalesce(dram_pct, mem_pct), coalesce(mem_pct, dram_pct)) AS memory_pct,
-           100 - issue_active_pct AS issue_idle_pct
-    FROM kernels
-), classified AS (
+    SELECT k.run_id, k.launch_id, k.model, k.gpu, k.kernel_id, k.library, k.op_class, k.kernel_base, k.duration_ns,
+           k.sm_pct, k.dram_pct, k.mem_pct, k.l2_hit_pct, k.achieved_occupancy_pct, k.issue_active_pct,
+           k.waves_per_sm, k.grid_size, k.sm_count, k.tensor_util_pct,
+           greatest(coalesce(k.dram_pct, k.mem_pct), coalesce(k.mem_pct, k.dram_pct)) AS memory_pct,
+           100 - k.issue_active_pct AS issue_idle_pct,
+           u.l1_pct, u.l2_pct, u.fma_pct, u.alu_pct, u.fp64_pct, u.xu_pct, u.issue_pct,
+           coalesce(k.dram_bytes, u.dram_bytes_per_s * k.duration_ns / 1e9) AS dram_bytes,
+           c.compulsory_bytes, c.compulsory_basis,
+           o.warp_specialized, o.occupancy_limiter, o.limiter_evidence,
+           n.ncu_verdict,
+           coalesce(ts.real_ns, tk.real_ns) AS timeline_ns,
+           CASE WHEN ts.real_ns IS NOT NULL THEN concat('timeline median of ', CAST(ts.real_launches AS VARCHAR), ' launches of this shape')
+                WHEN tk.real_ns IS NOT NULL THEN concat('timeline median of ', CAST(tk.real_launches AS VARCHAR), ' launches of this kernel')
+                ELSE 'ncu (no timeline)' END AS duration_basis,
+           -- the busiest pipe and its name; tensor first on ties (it is what tensor kernels are for)
+           greatest(coalesce(k.tensor_util_pct, 0), coalesce(u.fp64_pct, 0), coalesce(u.fma_pct, 0),
+                    coalesce(u.alu_pct, 0), coalesce(u.xu_pct, 0)) AS top_pipe_pct
+    FROM kernels k
+    LEFT JOIN unit_metrics u ON u.run_id = k.run_id AND u.launch_id = k.launch_id
+    LEFT JOIN occupancy o ON o.run_id = k.run_id AND o.launch_id = k.launch_id
+    LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
+    LEFT JOIN ncu_rule n ON n.run_id = k.run_id AND n.launch_id = k.launch_id
+    LEFT JOIN timeline_shape ts ON ts.model = k.model AND ts.gpu = k.gpu AND ts.kernel_id = k.kernel_id
+         AND ts.grid_size = k.grid_size AND ts.block_size = k.block_size
+    LEFT JOIN timeline_kernel tk ON tk.model = k.model AND tk.gpu = k.gpu AND tk.kernel_id = k.kernel_id
+), units AS (
     SELECT m.*,
-           CASE WHEN m.duration_ns < t.tiny_kernel_ns THEN 'launch-overhead'
-                WHEN m.sm_pct >= t.compute_pct AND m.memory_pct >= t.memory_pct THEN 'mixed'
-                WHEN m.sm_pct >= t.compute_pct THEN 'compute-bound'
-                WHEN m.memory_pct >= t.memory_pct AND m.l2_hit_pct < t.l2_hit_pct THEN 'cache-inefficient'
-                WHEN m.memory_pct >= t.memory_pct THEN 'memory-bound'
-                WHEN m.issue_idle_pct >= t.stall_pct THEN 'latency-bound'
-                ELSE 'mixed' END AS bottleneck,
-           CASE WHEN m.duration_ns < t.tiny_kernel_ns
-                    THEN concat('duration_ns ', CAST(m.duration_ns AS VARCHAR), ' < ', CAST(t.tiny_kernel_ns AS VARCHAR))
-                WHEN m.sm_pct >= t.compute_pct AND m.memory_pct >= t.memory_pct
-                    THEN concat('sm_pct ', CAST(round(m.sm_pct, 1) AS VARCHAR), ' and memory_pct ',
-                                CAST(round(m.memory_pct, 1) AS VARCHAR), ' both >= thresholds')
-                WHEN m.sm_pct >= t.compute_pct
-                    THEN concat('sm_pct ', CAST(round(m.sm_pct, 1) AS VARCHAR), ' >= ', CAST(t.compute_pct AS VARCHAR))
-                WHEN m.memory_pct >= t.memory_pct AND m.l2_hit_pct < t.l2_hit_pct
-                    THEN concat('memory_pct ', CAST(round(m.memory_pct, 1) AS VARCHAR), ' >= ', CAST(t.memory_pct AS VARCHAR),
-                                ', l2_hit_pct ', CAST(round(m.l2_hit_pct, 1) AS VARCHAR), ' < ', CAST(t.l2_hit_pct AS VARCHAR))
-                WHEN m.memory_pct >= t.memory_pct
-                    THEN concat('memory_pct ', CAST(round(m.memory_pct, 1) AS VARCHAR), ' >= ', CAST(t.memory_pct AS VARCHAR))
-                WHEN m.issue_idle_pct >= t.stall_pct
-                    THEN concat('sm_pct ', CAST(round(m.sm_pct, 1) AS VARCHAR), ', memory_pct ',
-                                CAST(round(m.memory_pct, 1) AS VARCHAR), ' low; issue_idle_pct ',
-                                CAST(round(m.issue_idle_pct, 1) AS VARCHAR), ' >= ', CAST(t.stall_pct AS VARCHAR))
-                ELSE 'no rule matched (metrics missing or all moderate)' END AS decided_by
-    FROM measured m CROSS JOIN t
+           coalesce(m.timeline_ns, m.duration_ns) AS real_duration_ns,
+           CASE WHEN m.top_pipe_pct < coalesce(m.sm_pct, 0) - 10 THEN 'issue'
+                WHEN coalesce(m.tensor_util_pct, 0) = m.top_pipe_pct THEN 'tensor'
+                WHEN coalesce(m.fp64_pct, 0) = m.top_pipe_pct THEN 'fp64'
+                WHEN coalesce(m.fma_pct, 0) = m.top_pipe_pct THEN 'fma'
+                WHEN coalesce(m.alu_pct, 0) = m.top_pipe_pct THEN 'alu'
+                ELSE 'xu' END AS compute_unit,
+           CASE WHEN m.l1_pct IS NULL AND m.l2_pct IS NULL THEN
+                    CASE WHEN m.dram_pct >= m.mem_pct - 0.01 THEN 'dram' ELSE 'memory' END
+                WHEN coalesce(m.dram_pct, 0) >= coalesce(m.l2_pct, 0) AND coalesce(m.dram_pct, 0) >= coalesce(m.l1_pct, 0) THEN 'dram'
+                WHEN coalesce(m.l2_pct, 0) >= coalesce(m.l1_pct, 0) THEN 'l2'
+                ELSE 'l1' END AS memory_unit,
+           m.dram_bytes / NULLIF(m.compulsory_bytes, 0) AS dram_to_compulsory
+    FROM measured m
+), classified AS (
+    SELECT u.*,
+           CASE WHEN u.real_duration_ns < t.tiny_kernel_ns THEN 'launch-overhead'
+                WHEN u.sm_pct >= t.compute_pct OR u.mem_pct >= t.memory_pct THEN
+                    CASE WHEN u.tensor_util_pct >= t.tensor_roof_pct THEN 'compute-bound'
+                         WHEN u.sm_pct < 80 AND u.mem_pct < 80 AND abs(u.sm_pct - u.mem_pct) < t.balanced_pct THEN 'mixed'
+                         WHEN u.sm_pct >= u.mem_pct THEN 'compute-bound'
+                         WHEN u.memory_unit = 'dram' AND u.dram_to_compulsory > t.reuse_factor THEN 'cache-inefficient'
+                         ELSE 'memory-bound' END
+                WHEN u.sm_pct IS NULL AND u.mem_pct IS NULL THEN 'mixed'
+                WHEN u.waves_per_sm < 1 THEN 'grid-too-small'
+                WHEN u.occupancy_limiter IS NOT NULL AND u.achieved_occupancy_pct < t.low_occupancy_pct THEN 'occupancy-limited'
+                ELSE 'latency-bound' END AS bottleneck,
+           CASE WHEN u.sm_pct IS NULL OR u.dram_pct IS NULL THEN NULL
+                WHEN u.sm_pct >= t.seed_compute_pct AND u.dram_pct >= t.seed_dram_pct THEN 'Mixed'
+                WHEN u.sm_pct >= t.seed_compute_pct THEN 'Compute'
+                WHEN u.dram_pct >= t.seed_dram_pct THEN 'Memory'
+                WHEN u.issue_idle_pct >= t.stall_pct THEN 'Latency-Occupancy'
+                ELSE 'Mixed' END AS seed_class,
+           u.tensor_util_pct >= t.tensor_roof_pct AS at_tensor_roof,
+           t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct, t.compute_pct, t.memory_pct
+    FROM units u CROSS JOIN t
+), united AS (
+    SELECT c.*,
+           CASE c.bottleneck
+                WHEN 'launch-overhead' THEN 'launch'
+                WHEN 'compute-bound' THEN CASE WHEN c.at_tensor_roof THEN 'tensor' ELSE c.compute_unit END
+                WHEN 'memory-bound' THEN c.memory_unit
+                WHEN 'cache-inefficient' THEN c.memory_unit
+                WHEN 'mixed' THEN CASE WHEN c.sm_pct IS NULL THEN NULL ELSE concat(c.compute_unit, '+', c.memory_unit) END
+                WHEN 'grid-too-small' THEN 'grid'
+                WHEN 'occupancy-limited' THEN c.occupancy_limiter
+                ELSE 'latency' END AS limiting_unit,
+           concat('L1 ', coalesce(CAST(round(c.l1_pct, 1) AS VARCHAR), '?'), ' %, L2 ', coalesce(CAST(round(c.l2_pct, 1) AS VARCHAR), '?'),
+                  ' %, DRAM ', coalesce(CAST(round(c.dram_pct, 1) AS VARCHAR), '?'), ' %') AS memory_levels,
+           concat('tensor ', coalesce(CAST(round(c.tensor_util_pct, 1) AS VARCHAR), '?'), ' %, FMA ',
+                  coalesce(CAST(round(c.fma_pct, 1) AS VARCHAR), '?'), ' %, ALU ', coalesce(CAST(round(c.alu_pct, 1) AS VARCHAR), '?'),
+                  ' %, FP64 ', coalesce(CAST(round(c.fp64_pct, 1) AS VARCHAR), '?'), ' %') AS pipes
+    FROM classified c
+), judged AS (
+    SELECT j.*,
+           CASE WHEN j.ncu_verdict IS NULL THEN NULL
+                WHEN j.ncu_verdict = 'compute' THEN j.bottleneck = 'compute-bound'
+                WHEN j.ncu_verdict LIKE 'memory:%' THEN
+                    (j.bottleneck IN ('memory-bound', 'cache-inefficient') AND j.limiting_unit = substr(j.ncu_verdict, 8))
+                    OR (j.bottleneck = 'compute-bound' AND j.at_tensor_roof)
+                WHEN j.ncu_verdict = 'memory' THEN j.bottleneck IN ('memory-bound', 'cache-inefficient')
+                WHEN j.ncu_verdict = 'balanced' THEN j.bottleneck = 'mixed'
+                WHEN j.ncu_verdict = 'latency' THEN j.bottleneck IN ('latency-bound', 'occupancy-limited')
+                WHEN j.ncu_verdict = 'grid-too-small' THEN j.bottleneck = 'grid-too-small'
+           END AS agrees_with_ncu
+    FROM united j
 )
-SELECT run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, bottleneck, decided_by,
-       duration_ns, sm_pct, dram_pct, mem_pct, memory_pct, l2_hit_pct, issue_idle_pct, achieved_occupancy_pct
-FROM classified
-ORDER BY model, gpu, run_id, launch_id
+SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class, j.kernel_base,
+       j.bottleneck, j.limiting_unit, j.seed_class, j.ncu_verdict, j.agrees_with_ncu,
+       CASE WHEN j.agrees_with_ncu THEN NULL
+            WHEN j.ncu_verdict IS NULL THEN 'no SOLBottleneck rule in the export'
+            WHEN j.bottleneck = 'launch-overhead'
+                THEN concat('ncu judges its replayed launch (', CAST(CAST(j.duration_ns AS BIGINT) AS VARCHAR),
+                            ' ns); the real launch (', CAST(CAST(j.real_duration_ns AS BIGINT) AS VARCHAR),
+                            ' ns) is shorter than the launch cost, which no change inside the kernel removes')
+            WHEN j.bottleneck = 'compute-bound' AND j.at_tensor_roof
+                THEN 'ncu names the busiest memory unit; the tensor pipe is at its roof'
+            ELSE concat('ncu says ', j.ncu_verdict, '; kwh finds ', j.bottleneck, ' (', coalesce(j.limiting_unit, '?'), ')')
+       END AS disagreement,
+       CASE j.bottleneck
+            WHEN 'launch-overhead'
+                THEN concat('real duration ', CAST(CAST(j.real_duration_ns AS BIGINT) AS VARCHAR), ' ns (', j.duration_basis,
+                            ') < ', CAST(CAST(j.tiny_kernel_ns AS BIGINT) AS VARCHAR), ' ns; ncu replay ',
+                            CAST(CAST(j.duration_ns AS BIGINT) AS VARCHAR), ' ns')
+            WHEN 'compute-bound'
+                THEN concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' % vs memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                            ' %; busiest: ', j.limiting_unit, CASE WHEN j.at_tensor_roof THEN ' (at the tensor roof)' ELSE '' END,
+                            '; pipes: ', j.pipes, '; memory: ', j.memory_levels)
+            WHEN 'mixed'
+                THEN CASE WHEN j.sm_pct IS NULL THEN 'no SOL metrics in the export'
+                          ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' % and memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                                      ' % within 10 points, both < 80; pipes: ', j.pipes, '; memory: ', j.memory_levels) END
+            WHEN 'cache-inefficient'
+                THEN concat('memory ', CAST(round(j.mem_pct, 1) AS VARCHAR), ' % at DRAM; moves ',
+                            CAST(round(j.dram_bytes / 1e6, 2) AS VARCHAR), ' MB, ', CAST(round(j.dram_to_compulsory, 2) AS VARCHAR),
+                            'x its compulsory ', CAST(round(j.compulsory_bytes / 1e6, 2) AS VARCHAR), ' MB (', j.compulsory_basis,
+                            ') > ', CAST(j.reuse_factor AS VARCHAR), 'x')
+            WHEN 'memory-bound'
+                THEN concat('memory ', CAST(round(j.mem_pct, 1) AS VARCHAR), ' % vs SM ', CAST(round(j.sm_pct, 1) AS VARCHAR),
+                            ' %; busiest level: ', j.limiting_unit, ' (', j.memory_levels, ')',
+                            CASE WHEN j.limiting_unit = 'dram' AND j.dram_pct >= j.dram_roof_pct THEN '; at the DRAM roof' ELSE '' END,
+                            CASE WHEN j.limiting_unit <> 'dram' THEN ''
+                                 WHEN j.compulsory_bytes IS NULL THEN '; compulsory bytes unknown: no reuse test'
+                                 ELSE concat('; moves ', CAST(round(j.dram_to_compulsory, 2) AS VARCHAR), 'x its compulsory ',
+                                             CAST(round(j.compulsory_bytes / 1e6, 2) AS VARCHAR), ' MB: no reuse failure') END)
+            WHEN 'grid-too-small'
+                THEN concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                            ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM (',
+                            CAST(j.grid_size AS VARCHAR), ' blocks, ', CAST(CAST(j.sm_count AS BIGINT) AS VARCHAR), ' SMs)')
+            WHEN 'occupancy-limited'
+                THEN concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                            ' % < 60; ', j.limiter_evidence, '; achieved ', CAST(round(j.achieved_occupancy_pct, 1) AS VARCHAR),
+                            ' % < ', CAST(j.low_occupancy_pct AS VARCHAR))
+            ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                        ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM: warps stalled, issue slots idle ',
+                        CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' % (see warp_stalls)')
+       END AS decided_by,
+       coalesce(fu.fix, fa.fix) AS fix,
+       j.duration_ns, j.real_duration_ns, j.duration_basis, j.sm_pct, j.dram_pct, j.mem_pct, j.memory_pct,
+       j.l1_pct, j.l2_pct, j.l2_hit_pct, j.tensor_util_pct, j.fma_pct, j.alu_pct, j.fp64_pct, j.issue_pct,
+       j.issue_idle_pct, j.achieved_occupancy_pct, j.waves_per_sm, j.dram_bytes, j.compulsory_bytes,
+       j.dram_to_compulsory, j.warp_specialized
+FROM judged j
+LEFT JOIN bottleneck_fixes fu ON fu.bottleneck = j.bottleneck AND fu.limiting_unit = j.limiting_unit
+LEFT JOIN bottleneck_fixes fa ON fa.bottleneck = j.bottleneck AND fa.limiting_unit = '*'
+ORDER BY j.model, j.gpu, j.run_id, j.launch_id
