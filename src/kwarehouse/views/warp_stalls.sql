@@ -1,11 +1,27 @@
--- Warp stall breakdown per kernel identity and per op class: every stall reason ncu reported (warp cycles per issued instruction, time-weighted), its share of all stalls, and the top reason.
+-- Warp stall breakdown per kernel identity and per op class: every stall reason ncu reported (warp cycles per issued instruction, weighted by instructions issued), its share of all stalls, the top reason, and each reason's usual cause and fix (stall_reasons).
 -- Reads the kernels table's stall_<reason> columns: the canonical
 -- smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio metrics, so older ncu names
 -- (smsp__warp_cycles_per_issue_stall_<reason>) count too. "selected" is the issuing warp, not
 -- a stall: it is listed but left out of the shares and of top_reason.
-WITH stalls AS (
+-- A ratio per issued instruction aggregates over launches weighted by the instructions each issued
+-- (smsp__inst_executed.sum): sum(ratio x instructions) / sum(instructions) is stall cycles per instruction
+-- over all of them. A launch without an instruction count is weighted by its duration (weighting says so).
+-- In warp-specialised kernels (occupancy.warp_specialized) barrier, gmma, long/short scoreboard and
+-- math-pipe waits are producer-consumer handshakes: cause then says so (stall_reasons.in_warp_specialized).
+WITH instructions AS (
+    SELECT run_id, launch_id, max(value) AS inst_executed
+    FROM metrics WHERE metric = 'smsp__inst_executed.sum'
+    GROUP BY run_id, launch_id
+), launches AS (
+    SELECT k.*, i.inst_executed, o.warp_specialized,
+           coalesce(i.inst_executed, CAST(k.duration_ns AS DOUBLE)) AS weight,
+           i.inst_executed IS NULL AS weighted_by_time
+    FROM kernels k
+    LEFT JOIN instructions i ON i.run_id = k.run_id AND i.launch_id = k.launch_id
+    LEFT JOIN occupancy o ON o.run_id = k.run_id AND o.launch_id = k.launch_id
+), stalls AS (
     -- one row per launch and reason, from the kernels table's stall_<reason> columns
-    SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.duration_ns, r.reason,
+    SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.weight, k.weighted_by_time, k.warp_specialized, r.reason,
            CASE r.reason
                 WHEN 'barrier' THEN k.stall_barrier
                 WHEN 'branch_resolving' THEN k.stall_branch_resolving
@@ -27,7 +43,7 @@ WITH stalls AS (
                 WHEN 'tex_throttle' THEN k.stall_tex_throttle
                 WHEN 'wait' THEN k.stall_wait
            END AS value
-    FROM kernels k CROSS JOIN (VALUES
+    FROM launches k CROSS JOIN (VALUES
         ('barrier'), ('branch_resolving'), ('dispatch_stall'), ('drain'), ('gmma'), ('imc_miss'),
         ('lg_throttle'), ('long_scoreboard'), ('math_pipe_throttle'), ('membar'), ('mio_throttle'), ('misc'),
         ('no_instruction'), ('not_selected'), ('selected'), ('short_scoreboard'), ('sleeping'), ('tex_throttle'),
@@ -35,19 +51,21 @@ WITH stalls AS (
     ) AS r (reason)
 ), per_kernel_sums AS (
     SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, count(*) AS launches,
-           sum(value * duration_ns) AS weighted, sum(duration_ns) AS duration
+           sum(value * weight) AS weighted, sum(weight) AS duration,
+           bool_or(weighted_by_time) AS any_by_time, bool_or(coalesce(warp_specialized, false)) AS warp_specialized
     FROM stalls
     WHERE value IS NOT NULL
     GROUP BY kernel_id, library, op_class, reason
 ), per_kernel AS (
     SELECT 'kernel' AS level, kernel_id, library, op_class, kernel_base, reason, launches,
-           weighted / NULLIF(duration, 0) AS stall_cycles_per_issue
+           weighted / NULLIF(duration, 0) AS stall_cycles_per_issue, duration AS weight, any_by_time, warp_specialized
     FROM per_kernel_sums
 ), per_class AS (
-    -- from the per-kernel sums: the same time weighting, without a second pass over every launch
+    -- from the per-kernel sums: the same instruction weighting, without a second pass over every launch
     SELECT 'op_class' AS level, CAST(NULL AS VARCHAR) AS kernel_id, CAST(NULL AS VARCHAR) AS library, op_class,
            CAST(NULL AS VARCHAR) AS kernel_base, reason, sum(launches) AS launches,
-           sum(weighted) / NULLIF(sum(duration), 0) AS stall_cycles_per_issue
+           sum(weighted) / NULLIF(sum(duration), 0) AS stall_cycles_per_issue, sum(duration) AS weight,
+           bool_or(any_by_time) AS any_by_time, false AS warp_specialized
     FROM per_kernel_sums
     GROUP BY op_class, reason
 ), both_levels AS (
@@ -64,8 +82,13 @@ WITH stalls AS (
                PARTITION BY level, kernel_id, library, op_class) AS total_stall_cycles_per_issue
     FROM both_levels
 )
-SELECT level, kernel_id, library, op_class, kernel_base, reason, launches, stall_cycles_per_issue,
-       CASE WHEN is_stall THEN 100 * stall_cycles_per_issue / NULLIF(total_stall_cycles_per_issue, 0) END AS stall_share_pct,
-       total_stall_cycles_per_issue, top_reason
-FROM ranked
-ORDER BY level, op_class, kernel_id, stall_cycles_per_issue DESC, reason
+SELECT b.level, b.kernel_id, b.library, b.op_class, b.kernel_base, b.reason, b.launches, b.stall_cycles_per_issue,
+       CASE WHEN b.is_stall THEN 100 * b.stall_cycles_per_issue / NULLIF(b.total_stall_cycles_per_issue, 0) END AS stall_share_pct,
+       b.total_stall_cycles_per_issue, b.top_reason,
+       CASE WHEN b.warp_specialized AND s.in_warp_specialized <> '' THEN s.in_warp_specialized ELSE s.cause END AS cause,
+       CASE WHEN b.warp_specialized AND s.in_warp_specialized <> '' THEN concat('usually nothing (', s.fix, ')') ELSE s.fix END AS fix,
+       b.warp_specialized,
+       CASE WHEN b.any_by_time THEN 'duration (no instruction count for some launches)' ELSE 'instructions issued' END AS weighting,
+       b.weight
+FROM ranked b LEFT JOIN stall_reasons s ON s.reason = b.reason
+ORDER BY b.level, b.op_class, b.kernel_id, b.stall_cycles_per_issue DESC, b.reason
