@@ -33,9 +33,10 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "gpu_timeline", "kernel_popularity", "kernel_time",
-        "launch_shape_correlates", "library_share", "occupancy", "op_compulsory_bytes", "op_kernels", "roofline", "speed_of_light",
-        "time_weighted_kernels", "warp_stalls"]
+        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
+        "launch_shape_correlates", "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline",
+        "speed_of_light",
+        "time_weighted_kernels", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
         assert "read_parquet" not in view.sql and "SELECT *" not in view.sql.split("\n")[-8:], view.name
@@ -45,8 +46,9 @@ def test_every_view_has_a_description_and_compiles(ingested):
 def test_view_golden(ingested, golden, name):
     con = ingested.connect()
     columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
-    # run ids hash the export folder's absolute path, which differs between clones
-    kept = [c for c in columns if c != "run_id"]
+    # run ids hash the export folder's absolute path, which differs between clones; a run without a
+    # manifest date has its ingest day (rank_balance.run_day)
+    kept = [c for c in columns if c not in ("run_id", "run_day")]
     cursor = con.execute(f"SELECT {', '.join(kept)} FROM {name}")
     golden(f"view_{name}", kept, cursor.fetchall())
 
@@ -82,11 +84,15 @@ def test_speed_of_light_by_hand(ingested):
     sm = [raw(p, 0, "sm__throughput.avg.pct_of_peak_sustained_elapsed") for p in (GPT2_RAW, LLAMA_RAW)]
     dur = [raw(p, 0, "gpu__time_duration.sum") for p in (GPT2_RAW, LLAMA_RAW)]
     got = rows(ingested, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
-                          "'at::native::vectorized_gather_kernel' ORDER BY model")
+                          "'at::native::vectorized_gather_kernel' AND model IN ('gpt2', 'llama') ORDER BY model")
     assert got == [("gpt2", pytest.approx(sm[0])), ("llama", pytest.approx(sm[1]))]
     (weighted,), = rows(ingested, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
-                                   "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
-    assert weighted == pytest.approx((sm[0] * dur[0] + sm[1] * dur[1]) / (dur[0] + dur[1]))
+                                   "WHERE kernel_base = 'at::native::vectorized_gather_kernel' AND model IN ('gpt2', 'llama')")
+    # weights are real GPU time: gpt2's from its trace, llama's (no trace) its ncu duration (us -> ns)
+    (traced,), = rows(ingested, "SELECT sum(duration_ns) FROM kernel_launches WHERE model = 'gpt2' "
+                                "AND kernel_base = 'at::native::vectorized_gather_kernel'")
+    weights = [traced, dur[1] * 1e3]
+    assert weighted == pytest.approx((sm[0] * weights[0] + sm[1] * weights[1]) / sum(weights))
 
 
 def test_cache_efficiency_by_hand(cupy):

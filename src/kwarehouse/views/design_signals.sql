@@ -1,68 +1,289 @@
--- Design signals for GPU architects and library authors: memory-bound kernels with low L2 hit, GEMMs with low tensor-pipe use, register-limited kernel families, tiny grids launched many times - each with the models and share of GPU time affected.
--- Cut-offs come from bottleneck_thresholds; gpu_time_pct is the share of all GPU time in the warehouse.
--- Register-limited families count only latency-bound launches (bottleneck_class): there more resident
--- warps would hide latency, while a GEMM that runs near its throughput at low occupancy is so by design.
+-- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
+-- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
+-- of the model's nsys/PyTorch runs, from gemm_efficiency, fusion_candidates and launch_bound) or 'ncu replay'
+-- (ncu's serialised replays of the profiled launches; small kernels read 1.6-2.5x long). gpu_time_pct is the
+-- share of all GPU time of that basis in the warehouse. est_time_saved_ns is an ESTIMATE under the row's
+-- assumption, never a measurement; NULL where no defensible estimate exists (the seed's signals).
+-- Signals and their evidence:
+--   misaligned GEMM dims -> fallback kernel: gemm_efficiency rows with misaligned M/N/K, tiny problems left out
+--       (its est_time_saved_ns: the FLOPs at the efficiency of the most similar well-shaped GEMM);
+--   low tensor efficiency: GEMMs of gemm_efficiency below tensor_efficiency_low_pct of the dense peak (its
+--       estimate); convolutions, attention and GEMMs without a framework op from ncu: the tensor FLOPs' share of
+--       peak where ncu counted them, else the tensor pipe's elapsed busy share (halved for mma.sync kernels,
+--       which keep the pipe busy twice as long per FLOP), saved = time x (1 - efficiency / target), target the
+--       efficiency well-shaped kernels of that class reach here (tensor_efficiency_target_pct); problems below
+--       trivial_gemm_flops (K = 1, N = 4 GEMMs) are never flagged;
+--   DRAM-bound with reuse failure: cache-inefficient launches (bottleneck_class), saved = time x (1 - compulsory /
+--       DRAM bytes): the same bandwidth moving only the compulsory bytes;
+--   register-limited occupancy: registers strictly the lowest block limit, theoretical occupancy < 100 %, not
+--       warp-specialised, and the launch latency-bound or occupancy-limited (where more resident warps would hide
+--       latency; a kernel saturating a unit gains nothing from them); saved = ncu's own TheoreticalOccupancy
+--       estimate (global speedup) where it made one;
+--   grid too small: grid-too-small launches (< 1 wave, not launch-overhead); saved = time x (1 - waves): the same
+--       work spread over every SM at the same per-SM speed (an upper bound);
+--   partial last wave: ncu's LaunchConfiguration tail-wave estimate (global speedup) on the other launches, but
+--       not on DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave);
+--   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
+--       over the model's timeline runs.
 WITH t AS (
     SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
+           max(CASE WHEN name = 'tensor_efficiency_low_pct' THEN value END) AS tensor_efficiency_low_pct,
+           max(CASE WHEN name = 'tensor_efficiency_target_pct' THEN value END) AS tensor_efficiency_target_pct,
+           max(CASE WHEN name = 'trivial_gemm_flops' THEN value END) AS trivial_gemm_flops,
            max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct,
+           max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct,
+           max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_pct,
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
            max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches
     FROM bottleneck_thresholds
-), fleet AS (
-    SELECT CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
-), low_l2 AS (
-    SELECT 'memory-bound with low L2 hit' AS signal, min(kernel_base) AS subject, kernel_id, library, op_class,
-           count(DISTINCT model) AS models, array_to_string(list_sort(list(DISTINCT model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('memory_pct ', CAST(round(sum(memory_pct * duration_ns) / NULLIF(sum(duration_ns), 0), 1) AS VARCHAR),
-                  ', l2_hit_pct ', CAST(round(sum(l2_hit_pct * duration_ns) / NULLIF(sum(duration_ns), 0), 1) AS VARCHAR),
-                  ' (time-weighted)') AS evidence
-    FROM bottleneck_class
-    WHERE bottleneck = 'cache-inefficient'
-    GROUP BY kernel_id, library, op_class
-), gemm_tensor AS (
-    SELECT 'GEMM-class kernel with low tensor-pipe use' AS signal, min(kernel_base) AS subject, kernel_id, library, op_class,
-           count(DISTINCT model) AS models, array_to_string(list_sort(list(DISTINCT model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('tensor_pipe_pct ', CAST(round(sum(tensor_pipe_pct * duration_ns) / NULLIF(sum(duration_ns), 0), 1) AS VARCHAR),
-                  ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence
-    FROM kernels CROSS JOIN t
-    WHERE op_class = 'gemm' AND tensor_pipe_pct IS NOT NULL
-    GROUP BY kernel_id, library, op_class
-    HAVING sum(tensor_pipe_pct * duration_ns) / NULLIF(sum(duration_ns), 0) < max(t.tensor_pipe_low_pct)
+), totals AS (
+    SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
+    UNION ALL
+    SELECT 'timeline', CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches WHERE activity = 'kernel'
+), misaligned AS (
+    SELECT 'misaligned GEMM dims -> fallback kernel' AS signal,
+           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
+                  min(g.math_dtype), ' on ', min(g.kernel_base)) AS subject,
+           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
+           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
+           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
+           concat(min(g.evidence), '; ', CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
+                  ' % of the dense ', min(g.math_dtype), ' peak') AS evidence,
+           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
+           'pad the misaligned dimension to a multiple of 8 (16 for fp8), e.g. a 50,257-token vocabulary to 50,304: cuBLAS then runs an aligned TMA/wgmma kernel' AS fix,
+           min(g.time_basis) AS time_basis
+    FROM gemm_efficiency g
+    WHERE g.misaligned AND NOT g.tiny
+    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+), low_gemm AS (
+    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal,
+           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
+                  min(g.math_dtype), ' on ', min(g.kernel_base)) AS subject,
+           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
+           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
+           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
+           concat(CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
+                  ' % of the dense ', min(g.math_dtype), ' peak (< ', CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR),
+                  '); wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
+           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
+           'a larger or batched problem (fuse the projections that share an input), a tile/kernel that fills the GPU (split-K for small M, N), or a lower precision' AS fix,
+           min(g.time_basis) AS time_basis
+    FROM gemm_efficiency g CROSS JOIN t
+    WHERE NOT g.misaligned AND NOT g.tiny AND g.pct_of_peak < t.tensor_efficiency_low_pct
+          AND g.flops_per_launch >= t.trivial_gemm_flops
+    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+), tensor_launches AS (
+    -- ncu launches of conv and attention kernels, and GEMM kernels without a framework op (gemm_efficiency
+    -- covers those with one)
+    SELECT k.*,
+           CASE WHEN k.flops_source = 'ncu tensor counters' THEN k.pct_of_peak
+                WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
+                    THEN k.tensor_util_pct / 2
+                ELSE k.tensor_util_pct END AS tensor_efficiency_pct,
+           CASE WHEN k.flops_source = 'ncu tensor counters' THEN 'tensor FLOPs / dense peak (ncu tensor counters)'
+                WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
+                    THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
+                ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis
+    FROM kernels k
+    WHERE (k.op_class IN ('conv', 'attention') OR (k.op_class = 'gemm' AND k.framework_op IS NULL))
+      AND k.tensor_util_pct IS NOT NULL
+), low_tensor AS (
+    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal, min(l.kernel_base) AS subject, l.kernel_id,
+           min(l.library) AS library, min(l.op_class) AS op_class,
+           count(DISTINCT l.model) AS models, array_to_string(list_sort(list(DISTINCT l.model)), ',') AS model_list,
+           count(*) AS launches, CAST(sum(l.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat(CAST(round(sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0), 2) AS VARCHAR),
+                  ' % tensor efficiency (', min(l.efficiency_basis), ', time-weighted) < ',
+                  CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR), '; ', coalesce(min(l.framework_op), 'no framework op'), ' ',
+                  coalesce(min(l.op_shapes), ''), '; math dtype ', min(l.math_dtype)) AS evidence,
+           sum(l.duration_ns * greatest(0, 1 - l.tensor_efficiency_pct / t.tensor_efficiency_target_pct)) AS est_time_saved_ns,
+           concat('ESTIMATE: the same FLOPs at ', CAST(max(t.tensor_efficiency_target_pct) AS VARCHAR),
+                  ' % tensor efficiency (what well-shaped kernels of this class reach on this corpus)') AS assumption,
+           CASE WHEN min(l.op_class) = 'conv' THEN 'a tensor-core algorithm for this conv (channels-last fp16/bf16, aligned channels; cudnn.benchmark), or fold a 1x1 conv into a GEMM'
+                WHEN min(l.op_class) = 'attention' THEN 'longer sequences or more heads per launch (batch the attention), or a kernel tuned for this head size'
+                ELSE 'run the GEMM on tensor cores (TF32/BF16 cuBLAS) instead of CUDA cores' END AS fix,
+           'ncu replay' AS time_basis
+    FROM tensor_launches l CROSS JOIN t
+    WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
+    GROUP BY l.kernel_id
+    HAVING sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0) < max(t.tensor_efficiency_low_pct)
+), reuse AS (
+    SELECT 'DRAM-bound with reuse failure' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat('DRAM ', CAST(round(sum(b.dram_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, moves ',
+                  CAST(round(sum(b.dram_bytes) / sum(b.compulsory_bytes), 2) AS VARCHAR), 'x its compulsory bytes') AS evidence,
+           sum(b.duration_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
+           'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
+           'tile for reuse (shared memory, an L2-friendly block order) so each byte leaves DRAM once' AS fix,
+           'ncu replay' AS time_basis
+    FROM bottleneck_class b
+    WHERE b.bottleneck = 'cache-inefficient'
+    GROUP BY b.kernel_id
 ), register_limited AS (
-    SELECT 'register-limited occupancy in a kernel family' AS signal, kernel_base AS subject,
-           CAST(NULL AS VARCHAR) AS kernel_id, min(library) AS library, min(op_class) AS op_class,
-           count(DISTINCT model) AS models, array_to_string(list_sort(list(DISTINCT model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
+    SELECT 'register-limited occupancy' AS signal, min(o.kernel_base) AS subject, o.kernel_id, min(o.library) AS library,
+           min(o.op_class) AS op_class, count(DISTINCT o.model) AS models,
+           array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat(min(o.limiter_evidence), '; achieved ', CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / sum(o.duration_ns), 1) AS VARCHAR),
+                  ' % (time-weighted); ', CAST(min(o.registers_per_thread) AS VARCHAR), '-', CAST(max(o.registers_per_thread) AS VARCHAR),
+                  ' registers/thread; ', min(b.bottleneck)) AS evidence,
+           sum(o.duration_ns * r.speedup_pct / 100) AS est_time_saved_ns,
+           'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
+           'cap registers (__launch_bounds__, -maxrregcount) or split the kernel; check that no spills appear' AS fix,
+           'ncu replay' AS time_basis
+    FROM occupancy o
+    JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
+    LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
+         AND r.speedup_type = 'global'
+    WHERE o.occupancy_limiter = 'registers' AND b.bottleneck IN ('latency-bound', 'occupancy-limited')
+    GROUP BY o.kernel_id
+), small_grid AS (
+    SELECT 'grid too small to fill the GPU' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat(CAST(count(*) AS VARCHAR), ' launches at ', CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-',
+                  CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM; SM ',
+                  CAST(round(sum(b.sm_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, memory ',
+                  CAST(round(sum(b.mem_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
+           sum(b.duration_ns * (1 - b.waves_per_sm)) AS est_time_saved_ns,
+           'ESTIMATE (upper bound): the same work spread over every SM at the same per-SM speed: time x (1 - waves per SM)' AS assumption,
+           'more, smaller blocks (split the reduction/rows, split-K), batch launches together, or run it concurrently on another stream' AS fix,
+           'ncu replay' AS time_basis
+    FROM bottleneck_class b
+    WHERE b.bottleneck = 'grid-too-small'
+    GROUP BY b.kernel_id
+), tail_wave AS (
+    SELECT 'partial last wave (wave quantization)' AS signal, min(b.kernel_base) AS subject, b.kernel_id,
+           min(b.library) AS library, min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat('ncu LaunchConfiguration: a partial last wave may cost up to ',
+                  CAST(round(max(r.speedup_pct), 1) AS VARCHAR), ' % of the runtime; ',
+                  CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM') AS evidence,
+           sum(b.duration_ns * r.speedup_pct / 100) AS est_time_saved_ns,
+           'ESTIMATE: ncu''s own tail-wave estimate (LaunchConfiguration, global speedup), assuming blocks of equal duration' AS assumption,
+           'a grid that is a whole number of waves (tile size, split-K, or persistent scheduling)' AS fix,
+           'ncu replay' AS time_basis
+    FROM bottleneck_class b
+    JOIN rules r ON r.run_id = b.run_id AND r.launch_id = b.launch_id AND r.rule_name = 'LaunchConfiguration'
+         AND r.speedup_type = 'global' AND r.description LIKE '%partial wave%'
+    WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND r.speedup_pct > 0
+      -- a streaming kernel at the DRAM roof shares the bandwidth among fewer blocks in its last wave: no tail cost
+      AND NOT (b.bottleneck IN ('memory-bound', 'cache-inefficient') AND b.limiting_unit = 'dram')
+    GROUP BY b.kernel_id
+), fusion AS (
+    -- averaged over the model's timeline runs (each run is one profiled stretch of the same workload)
+    SELECT 'fusable chain of small kernels' AS signal, f.subject, CAST(NULL AS VARCHAR) AS kernel_id,
+           CAST(NULL AS VARCHAR) AS library, CAST(NULL AS VARCHAR) AS op_class, 1 AS models, f.model AS model_list,
+           CAST(round(avg(f.occurrences * f.kernels)) AS BIGINT) AS launches, avg(f.gpu_time_ns) AS gpu_time_ns,
+           concat(min(f.evidence), ' (mean of ', CAST(count(*) AS VARCHAR), ' timeline run(s))') AS evidence,
+           avg(f.est_time_saved_ns) AS est_time_saved_ns,
+           'ESTIMATE (fusion_candidates): one fused kernel moving the largest member''s bytes once at the DRAM roof; launch gaps come on top' AS assumption,
+           'fuse the chain (torch.compile, a custom or library fused kernel)' AS fix,
+           'timeline' AS time_basis
+    FROM fusion_candidates f
+    WHERE f.est_time_saved_ns > 0
+    GROUP BY f.model, f.subject
+), launch_bound_runs AS (
+    SELECT 'launch-bound run (CUDA Graphs)' AS signal, concat(l.model, ' (whole run)') AS subject, CAST(NULL AS VARCHAR) AS kernel_id,
+           CAST(NULL AS VARCHAR) AS library, CAST(NULL AS VARCHAR) AS op_class, 1 AS models, l.model AS model_list,
+           CAST(round(avg(l.launches)) AS BIGINT) AS launches, avg(l.gpu_time_ns) AS gpu_time_ns,
+           concat(min(l.evidence), ' (mean of ', CAST(count(*) AS VARCHAR), ' timeline run(s))') AS evidence,
+           avg(l.est_time_saved_ns) AS est_time_saved_ns,
+           'ESTIMATE (launch_bound): the idle time between kernels above the run''s smallest gap, which a CUDA Graph or torch.compile removes; wall time, not kernel time, and part of it is profiler overhead' AS assumption,
+           'capture the iteration in a CUDA Graph (torch.compile mode=''reduce-overhead'', torch.cuda.graphs)' AS fix,
+           'timeline' AS time_basis
+    FROM launch_bound l
+    WHERE l.subject = '(whole run)'
+    GROUP BY l.model
+), seed_low_l2 AS (
+    -- the seed's signals as it computed them: memory = max(DRAM %, memory SOL %) >= memory_pct with L2 hit <
+    -- l2_hit_pct; tensor pipe (active basis) < tensor_pipe_low_pct on GEMM kernels; registers among the binding
+    -- limits (ties included) on Latency-Occupancy launches with low achieved occupancy; tiny grids launched often
+    SELECT 'memory-bound with low L2 hit' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat('memory_pct ', CAST(round(sum(b.memory_pct * b.duration_ns) / NULLIF(sum(b.duration_ns), 0), 1) AS VARCHAR),
+                  ', l2_hit_pct ', CAST(round(sum(b.l2_hit_pct * b.duration_ns) / NULLIF(sum(b.duration_ns), 0), 1) AS VARCHAR),
+                  ' (time-weighted)') AS evidence,
+           CAST(NULL AS DOUBLE) AS est_time_saved_ns,
+           'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
+           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+    FROM bottleneck_class b CROSS JOIN t
+    WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
+    GROUP BY b.kernel_id
+), seed_gemm_tensor AS (
+    SELECT 'GEMM-class kernel with low tensor-pipe use' AS signal, min(k.kernel_base) AS subject, k.kernel_id, min(k.library) AS library,
+           min(k.op_class) AS op_class, count(DISTINCT k.model) AS models,
+           array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list, count(*) AS launches,
+           CAST(sum(k.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat('tensor_pipe_pct ', CAST(round(sum(k.tensor_pipe_pct * k.duration_ns) / NULLIF(sum(k.duration_ns), 0), 1) AS VARCHAR),
+                  ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
+           CAST(NULL AS DOUBLE) AS est_time_saved_ns,
+           'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
+           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+    FROM kernels k CROSS JOIN t
+    WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
+    GROUP BY k.kernel_id
+    HAVING sum(k.tensor_pipe_pct * k.duration_ns) / NULLIF(sum(k.duration_ns), 0) < max(t.tensor_pipe_low_pct)
+), seed_register AS (
+    SELECT 'register-limited occupancy in a kernel family' AS signal, o.kernel_base AS subject,
+           CAST(NULL AS VARCHAR) AS kernel_id, min(o.library) AS library, min(o.op_class) AS op_class,
+           count(DISTINCT o.model) AS models, array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
+           count(*) AS launches, CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
            concat('registers bind in ', CAST(count(*) AS VARCHAR), ' launches; achieved_occupancy_pct ',
-                  CAST(round(sum(achieved_occupancy_pct * duration_ns) / NULLIF(sum(duration_ns), 0), 1) AS VARCHAR),
-                  ' (time-weighted); registers_per_thread ', CAST(min(registers_per_thread) AS VARCHAR), '-',
-                  CAST(max(registers_per_thread) AS VARCHAR)) AS evidence
-    FROM (SELECT o.* FROM occupancy o
-          JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
-          WHERE b.bottleneck = 'latency-bound') latency_bound CROSS JOIN t
-    WHERE binding_limit LIKE '%registers%' AND achieved_occupancy_pct < t.low_occupancy_pct
-    GROUP BY kernel_base
-), tiny_grids AS (
-    SELECT 'tiny grid launched many times (fusion or CUDA Graph candidate)' AS signal, min(kernel_base) AS subject,
-           kernel_id, library, op_class,
-           count(DISTINCT model) AS models, array_to_string(list_sort(list(DISTINCT model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat(CAST(count(*) AS VARCHAR), ' launches, median ', CAST(median(duration_ns) AS VARCHAR),
-                  ' ns, median grid ', CAST(median(grid_size) AS VARCHAR), ' blocks, waves_per_sm <= ',
-                  CAST(max(waves_per_sm) AS VARCHAR)) AS evidence
-    FROM kernels CROSS JOIN t
-    WHERE duration_ns < t.tiny_kernel_ns AND (waves_per_sm < 1 OR grid_size < sm_count)
-    GROUP BY kernel_id, library, op_class
+                  CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / NULLIF(sum(o.duration_ns), 0), 1) AS VARCHAR),
+                  ' (time-weighted); registers_per_thread ', CAST(min(o.registers_per_thread) AS VARCHAR), '-',
+                  CAST(max(o.registers_per_thread) AS VARCHAR)) AS evidence,
+           CAST(NULL AS DOUBLE) AS est_time_saved_ns,
+           'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
+           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+    FROM occupancy o CROSS JOIN t
+    JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
+    WHERE b.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
+      AND o.achieved_occupancy_pct < t.low_occupancy_pct
+    GROUP BY o.kernel_base
+), seed_tiny_grids AS (
+    SELECT 'tiny grid launched many times (fusion or CUDA Graph candidate)' AS signal, min(k.kernel_base) AS subject,
+           k.kernel_id, min(k.library) AS library, min(k.op_class) AS op_class,
+           count(DISTINCT k.model) AS models, array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list,
+           count(*) AS launches, CAST(sum(k.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           concat(CAST(count(*) AS VARCHAR), ' launches, median ', CAST(median(k.duration_ns) AS VARCHAR),
+                  ' ns, median grid ', CAST(median(k.grid_size) AS VARCHAR), ' blocks, waves_per_sm <= ',
+                  CAST(max(k.waves_per_sm) AS VARCHAR)) AS evidence,
+           CAST(NULL AS DOUBLE) AS est_time_saved_ns,
+           'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
+           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+    FROM kernels k CROSS JOIN t
+    WHERE k.duration_ns < t.tiny_kernel_ns AND (k.waves_per_sm < 1 OR k.grid_size < k.sm_count)
+    GROUP BY k.kernel_id
     HAVING count(*) >= max(t.many_launches)
-), signals AS (
-    SELECT * FROM low_l2
-    UNION ALL SELECT * FROM gemm_tensor
+), calibrated AS (
+    SELECT * FROM misaligned
+    UNION ALL SELECT * FROM low_gemm
+    UNION ALL SELECT * FROM low_tensor
+    UNION ALL SELECT * FROM reuse
     UNION ALL SELECT * FROM register_limited
-    UNION ALL SELECT * FROM tiny_grids
+    UNION ALL SELECT * FROM small_grid
+    UNION ALL SELECT * FROM tail_wave
+    UNION ALL SELECT * FROM fusion
+    UNION ALL SELECT * FROM launch_bound_runs
+), seed AS (
+    SELECT * FROM seed_low_l2
+    UNION ALL SELECT * FROM seed_gemm_tensor
+    UNION ALL SELECT * FROM seed_register
+    UNION ALL SELECT * FROM seed_tiny_grids
+), signals AS (
+    SELECT calibrated.*, 'calibrated' AS source FROM calibrated
+    UNION ALL
+    SELECT seed.*, 'seed heuristic' AS source FROM seed
 )
-SELECT signal, subject, kernel_id, library, op_class, models, model_list, launches, gpu_time_ns,
-       100 * gpu_time_ns / NULLIF(fleet.total_ns, 0) AS gpu_time_pct, evidence
-FROM signals CROSS JOIN fleet
-ORDER BY signal, models DESC, gpu_time_ns DESC, subject
+SELECT s.signal, s.subject, s.kernel_id, s.library, s.op_class, s.models, s.model_list, s.launches, s.gpu_time_ns,
+       100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption, s.fix,
+       s.time_basis, s.source
+FROM signals s LEFT JOIN totals tot ON tot.time_basis = s.time_basis
+ORDER BY s.source, s.signal, s.est_time_saved_ns DESC NULLS LAST, s.models DESC, s.gpu_time_ns DESC, s.subject
