@@ -1,0 +1,3 @@
+from kwarehouse.collect.command import standalone
+
+standalone()

@@ -1,0 +1,391 @@
+"""`kwh profile`: discovery -> selection -> targeted ncu -> exports + manifest, in one output folder.
+
+    OUT/discovery/   the discovery pass's output: trace.json + manifest.torchprof.json (torch), report.sqlite +
+                     report_cuda_gpu_kern_sum.csv + manifest.nsys.json (nsys), or durations.ncu-rep +
+                     durations.raw.csv (ncu; not ingested: replayed single-metric durations add nothing)
+    OUT/ncu/         MODEL.ncu-rep, MODEL.raw.csv, MODEL.details.csv, manifest.json, ncu_version.txt
+    OUT/selection.json   the selected kernel functions, their GPU time and share, the regex
+    OUT/commands.sh      every command, as run (or, with --dry-run, as it would run)
+    OUT/logs/        what each step printed (the workload's output among it)
+
+Every failure is one line (ProfileError) naming the step and the files kept so far; nothing already
+written is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kwarehouse.collect import discovery, environment, presets, selection
+from kwarehouse.errors import KwhError
+
+CLOCK_CONTROLS = ("base", "none")
+REPLAY_MODES = ("kernel", "application", "range", "app-range")
+PERMISSION_HELP = ("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run kwh profile as root "
+                   "(sudo), or let every user profile: put `options nvidia NVreg_RestrictProfilingToAdminUsers=0` "
+                   "in /etc/modprobe.d/nvidia-profiling.conf and reboot (or reload the nvidia module); in a "
+                   "container, start it with --cap-add=SYS_ADMIN; see https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+_NO_DEVICE = ("No CUDA-capable device", "no CUDA-capable device", "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE",
+              "No supported GPUs")
+_NOTHING_PROFILED = "No kernels were profiled"
+
+
+class ProfileError(KwhError):
+    """A profile that stopped: one line saying what failed, why, what to do and what was kept."""
+
+
+@dataclass
+class Options:
+    command: list[str]
+    out: Path
+    model: str | None = None
+    preset: str = "quick"
+    top: int | None = None
+    cover_pct: float | None = None
+    discovery: str = "auto"                 # discovery.METHODS
+    discovery_from: Path | None = None      # an existing trace / ncu raw page / nsys summary
+    kernel_regex: str | None = None         # no discovery: profile what this regex matches (kwh hot-kernels)
+    launch_skip: int | None = None
+    launch_count: int | None = None
+    invocation: int | None = None           # --kernel-id ::regex:...:N instead of --kernel-name
+    replay_mode: str = "kernel"
+    clock_control: str = "base"
+    profile_from_start: bool = True
+    nvtx: bool = True
+    metadata: dict = field(default_factory=dict)   # task, dtype, batch, seq_len, image_size, seed, ... and --tag
+    ncu: str = "ncu"
+    nsys: str = "nsys"
+    python: str | None = None               # interpreter for a `script.py` command (default: this one)
+    dry_run: bool = False
+
+
+@dataclass
+class Step:
+    name: str                      # discovery, ncu, export-raw, ...
+    argv: list[str]
+    stdout: Path | None = None     # where stdout goes (exports); else the step's log
+
+    def shell(self) -> str:
+        return shlex.join(self.argv) + (f" > {shlex.quote(str(self.stdout))}" if self.stdout else "")
+
+
+@dataclass
+class Result:
+    out: Path
+    steps: list[Step]
+    selection: selection.Selection | None
+    regex: str
+    manifest: dict
+    notes: list[str]
+    ingest_sources: list[Path]      # the folders --ingest reads
+    dry_run: bool
+
+
+def model_name(options: Options) -> str:
+    """--model, else the script's or module's name (`examples/workloads/conv_net.py` -> conv_net)."""
+    if options.model:
+        return options.model
+    argv = options.command
+    rest = argv[1:] if discovery.is_python(argv) and not argv[0].endswith(".py") else argv
+    for i, arg in enumerate(rest):
+        if arg == "-m" and i + 1 < len(rest):
+            return rest[i + 1].rsplit(".", 1)[-1]
+        if not arg.startswith("-"):
+            return Path(arg).stem
+    return Path(argv[0]).stem
+
+
+def profile(options: Options, progress: Callable[[str], None] = lambda line: None) -> Result:
+    """Run (or with dry_run, plan and list) the whole collection; see the module docstring."""
+    if not options.command:
+        raise ProfileError("no command to profile: kwh profile [OPTIONS] -- COMMAND ARGS...")
+    if options.preset not in presets.PRESET_NAMES:
+        raise ProfileError(f"unknown preset {options.preset!r}; presets: {', '.join(presets.PRESET_NAMES)}")
+    out = options.out
+    model = model_name(options)
+    ncu = shutil.which(options.ncu)
+    notes: list[str] = []
+    if not options.dry_run:
+        _check_machine(options, ncu)
+    ncu = ncu or options.ncu
+    method = _discovery_method(options)
+    common = _common_ncu_args(options)
+    steps: list[Step] = []
+    dirs = {"discovery": out / "discovery", "ncu": out / "ncu", "logs": out / "logs"}
+    if not options.dry_run:
+        for path in dirs.values():
+            path.mkdir(parents=True, exist_ok=True)
+    facts = {} if options.dry_run else _facts(options, ncu)
+
+    # 1. discovery
+    chosen: selection.Selection | None = None
+    regex = options.kernel_regex
+    discovery_output: Path | None = options.discovery_from
+    if regex is None:
+        if options.discovery_from is not None:
+            method, launches = discovery.read_any(options.discovery_from)
+            chosen = _select(launches, options, str(options.discovery_from))
+        else:
+            discovery_steps, discovery_output = _discovery_steps(method, options, ncu, common, dirs["discovery"])
+            steps += discovery_steps
+            if not options.dry_run:
+                if method == "torch":
+                    _write_json(dirs["discovery"] / "manifest.torchprof.json",
+                                _manifest(options, model, facts, {"pass": "discovery (PyTorch profiler)"}))
+                for step in discovery_steps:
+                    _run(step, dirs["logs"], out, progress)
+                if method == "nsys":
+                    _write_json(dirs["discovery"] / "manifest.nsys.json",
+                                _manifest(options, model, facts, {"pass": "discovery (nsys)"}))
+                launches = _read_discovery(method, discovery_output, out)
+                chosen = _select(launches, options, str(discovery_output.relative_to(out)))
+        if chosen is not None:
+            regex = chosen.regex
+            notes += chosen.notes
+    shown_regex = regex or "<regex of the kernels discovery selects>"
+
+    # 2. the targeted pass
+    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run))
+    notes += checked.notes
+    report = dirs["ncu"] / model
+    target = [ncu, "--force-overwrite", "--export", str(report), *_kernel_filter(options, shown_regex),
+              *common, *checked.args, *options.command]
+    steps.append(Step("ncu", target))
+    exports = [Step("export-raw", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "raw"],
+                    stdout=dirs["ncu"] / f"{model}.raw.csv"),
+               Step("export-details", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "details"],
+                    stdout=dirs["ncu"] / f"{model}.details.csv")]
+    steps += exports
+    ingest_sources = [dirs["ncu"]] + ([dirs["discovery"]] if method in ("torch", "nsys")
+                                      and options.discovery_from is None and options.kernel_regex is None else [])
+    run_facts = {"pass": "targeted ncu", "preset": options.preset, "preset_cost": presets.preset(options.preset).cost,
+                 "sections": checked.sections, "ncu_command": shlex.join(target), "clock_control": options.clock_control,
+                 "replay_mode": options.replay_mode, "discovery": method if regex and chosen else "none (--kernel-regex)",
+                 "kernel_regex": shown_regex, "kernel_filter": shlex.join(_kernel_filter(options, shown_regex))}
+    if chosen is not None:
+        run_facts["selection"] = chosen.as_json()
+    if options.dry_run:
+        return Result(out, steps, chosen, shown_regex, _manifest(options, model, facts, run_facts), notes,
+                      ingest_sources, True)
+
+    if chosen is not None:
+        _write_json(out / "selection.json", chosen.as_json())
+    _run(next(s for s in steps if s.name == "ncu"), dirs["logs"], out, progress, nothing_profiled=shown_regex)
+    for step in exports:
+        _run(step, dirs["logs"], out, progress)
+    version = environment.ncu_version(ncu)
+    if version:
+        (dirs["ncu"] / "ncu_version.txt").write_text(version, encoding="utf-8")
+        run_facts["ncu_version"] = next((l.split("Version", 1)[1].strip().split(" ")[0]
+                                         for l in version.splitlines() if "Version" in l), None)
+    profiled = _profiled(dirs["logs"] / "ncu.log")
+    run_facts["profiled_kernels"] = profiled
+    if chosen is not None and options.invocation is None:
+        notes += _compare(chosen, profiled, run_facts)
+    manifest = _manifest(options, model, facts, run_facts)
+    _write_json(dirs["ncu"] / "manifest.json", manifest)
+    (out / "commands.sh").write_text("#!/bin/sh\n# kwh profile: every command it ran, in order\n"
+                                     + "".join(s.shell() + "\n" for s in steps), encoding="utf-8")
+    return Result(out, steps, chosen, shown_regex, manifest, notes, ingest_sources, False)
+
+
+def _check_machine(options: Options, ncu: str | None) -> None:
+    """No GPU and no ncu are one line each, before anything runs."""
+    if ncu is None:
+        raise ProfileError(f"{options.ncu}: ncu (Nsight Compute) not found on PATH: install Nsight Compute or add "
+                           "its folder (e.g. /usr/local/cuda/bin or /opt/nvidia/nsight-compute/<version>) to PATH, "
+                           "or pass --ncu PATH; kwh profile --dry-run lists the commands without it")
+    found, said = environment.gpus()
+    if not found:
+        raise ProfileError(f"no GPU: nvidia-smi -L found none ({said}); run kwh profile on a machine with an NVIDIA "
+                           "GPU and driver, or --dry-run to list the commands")
+
+
+def _discovery_method(options: Options) -> str:
+    if options.discovery != "auto":
+        return options.discovery
+    if shutil.which(options.nsys):
+        return "nsys"
+    return "torch" if discovery.is_python(options.command) else "ncu"
+
+
+def _common_ncu_args(options: Options) -> list[str]:
+    """What both ncu passes share: replay mode, clock control, profiling range, NVTX."""
+    args = ["--replay-mode", options.replay_mode, "--clock-control", options.clock_control]
+    if not options.profile_from_start:
+        args += ["--profile-from-start", "off"]
+    if options.nvtx:
+        args.append("--nvtx")
+    return args
+
+
+def _kernel_filter(options: Options, regex: str) -> list[str]:
+    """--kernel-name-base demangled --kernel-name regex:R (+ --launch-skip/--launch-count), or with
+    --invocation N: --kernel-id ::regex:R:N on function names. --kernel-id's fields are separated by
+    colons, which the demangled regex holds (`at::`), so that form matches function names
+    (`--kernel-name-base function`: `^(f|g)$`)."""
+    limits = []
+    if options.launch_skip is not None:
+        limits += ["--launch-skip", str(options.launch_skip)]
+    if options.launch_count is not None:
+        limits += ["--launch-count", str(options.launch_count)]
+    if options.invocation is not None:
+        functions = _functions_of(options, regex)
+        pattern = "^(" + "|".join(selection.re.escape(f) for f in functions) + ")$" if functions else regex
+        return ["--kernel-name-base", "function", "--kernel-id", f"::regex:{pattern}:{options.invocation}", *limits]
+    return ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{regex}", *limits]
+
+
+def _functions_of(options: Options, regex: str) -> list[str]:
+    """The function names inside a regex kernel_regex built (for --kernel-id)."""
+    inner = regex.rsplit(")*(", 1)[-1].rsplit(")([<(]", 1)[0] if ")*(" in regex else ""
+    return [selection.re.sub(r"\\(.)", r"\1", part).replace("(_[0-9]+)?", "") for part in inner.split("|") if part]
+
+
+def _discovery_steps(method: str, options: Options, ncu: str, common: list[str], folder: Path) -> tuple[list[Step], Path]:
+    if method == "torch":
+        trace = folder / "trace.json"
+        return [Step("discovery", discovery.torch_command(options.command, trace, options.profile_from_start,
+                                                          options.python))], trace
+    if method == "nsys":
+        base = folder / "report"
+        commands = discovery.nsys_commands(shutil.which(options.nsys) or options.nsys, options.command, base,
+                                           options.profile_from_start)
+        return ([Step("discovery", commands[0]), Step("discovery-sqlite", commands[1]),
+                 Step("discovery-stats", commands[2])], discovery.nsys_summary_path(base))
+    report = folder / "durations"
+    raw = folder / "durations.raw.csv"
+    return [Step("discovery", discovery.ncu_durations_command(ncu, options.command, report, common)),
+            Step("discovery-export", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "raw"], stdout=raw)], raw
+
+
+def _select(launches: list[tuple], options: Options, where: str) -> selection.Selection:
+    kernels = selection.aggregate(launches)
+    if not kernels:
+        raise ProfileError(f"discovery saw no kernels ({where}): the command launched no CUDA kernel"
+                           + ("" if options.profile_from_start else " between cudaProfilerStart and cudaProfilerStop"))
+    return selection.select(kernels, options.top, options.cover_pct)
+
+
+def _read_discovery(method: str, path: Path, out: Path) -> list[tuple]:
+    if not path.is_file():
+        raise ProfileError(f"discovery ({method}) wrote no {path.relative_to(out)}; see {out / 'logs'}; kept: "
+                           f"{_kept(out)}")
+    reader = {"torch": discovery.read_torch_trace, "ncu": discovery.read_ncu_durations,
+              "nsys": discovery.read_nsys_kernel_summary}[method]
+    return reader(path)
+
+
+def _installed(ncu: str, dry_run: bool) -> tuple[set[str] | None, set[str] | None]:
+    """The sections and metric base names the installed ncu lists (None where it cannot say)."""
+    if shutil.which(ncu) is None:
+        return None, None
+    status, text = environment.run_text([ncu, "--list-sections"])
+    sections = presets.parse_sections(text) if status == 0 else None
+    metrics: set[str] = set()
+    for collection in presets.METRIC_COLLECTIONS:
+        status, text = environment.run_text([ncu, "--query-metrics", "--query-metrics-collection", collection])
+        if status == 0:
+            metrics |= presets.parse_metrics(text)
+    return sections or None, metrics or None
+
+
+def _facts(options: Options, ncu: str) -> dict:
+    facts = environment.host_facts() | environment.gpu_facts()
+    if discovery.is_python(options.command):
+        python = options.command[0] if not options.command[0].endswith(".py") else (options.python or sys.executable)
+        facts |= environment.python_facts(python)
+    return facts
+
+
+def _manifest(options: Options, model: str, facts: dict, run: dict) -> dict:
+    """Manifest keys as kwh reads them (runmeta.RUN_FIELDS, VERSION_KEYS; the rest become tags)."""
+    manifest = {"model": model} | facts | {k: v for k, v in options.metadata.items() if v is not None} | run
+    manifest["command"] = shlex.join(options.command)
+    manifest["profiled_by"] = "kwh profile"
+    return manifest
+
+
+def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None], nothing_profiled: str | None = None) -> None:
+    """Run one step; its failure becomes one ProfileError line."""
+    log = logs / f"{step.name}.log"
+    progress(f"{step.name}: {step.shell()}")
+    with log.open("w", encoding="utf-8") as log_file:
+        stdout = step.stdout.open("w", encoding="utf-8") if step.stdout else log_file
+        try:
+            status = subprocess.run(step.argv, stdout=stdout, stderr=log_file, text=True,
+                                    env=os.environ | {"PYTHONUNBUFFERED": "1"}).returncode
+        except OSError as exc:
+            raise ProfileError(f"{step.name}: cannot start {step.argv[0]} ({exc.strerror or exc}); kept: {_kept(out)}") from None
+        finally:
+            if step.stdout:
+                stdout.close()
+    text = log.read_text(encoding="utf-8", errors="replace")
+    if step.stdout and step.stdout.is_file():
+        text += step.stdout.read_text(encoding="utf-8", errors="replace")[:65536]
+    where = f"see {log.relative_to(out.parent) if out.parent in log.parents else log}"
+    if "ERR_NVGPUCTRPERM" in text:
+        raise ProfileError(f"{step.name}: {PERMISSION_HELP}; {where}; kept: {_kept(out)}")
+    if any(marker in text for marker in _NO_DEVICE):
+        raise ProfileError(f"{step.name}: no GPU the command can use (the CUDA driver found no device); {where}; "
+                           f"kept: {_kept(out)}")
+    if status != 0:
+        raise ProfileError(f"{step.name}: the command failed (exit status {status}); {where}; kept: {_kept(out)}")
+    if nothing_profiled is not None and _NOTHING_PROFILED in text:
+        # ncu lists what ran after "Available Kernels:" ("1. saxpy")
+        seen = selection.re.findall(r"^\d+\. (.+)$", text.split("Available Kernels:", 1)[-1], selection.re.M)
+        launched = f"; the command launched {', '.join(seen[:8])}" + (" ..." if len(seen) > 8 else "") if seen else ""
+        raise ProfileError(f"{step.name}: the kernel regex matched no launch, nothing was profiled "
+                           f"(regex:{nothing_profiled}){launched}; {where}; kept: {_kept(out)}")
+
+
+def _profiled(log: Path) -> list[dict]:
+    """The launches ncu profiled, from its `==PROF== Profiling "NAME" - N: 0%....100% - P passes` lines."""
+    found = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []:
+        # `"saxpy" - 0: 0%...100% - 10 passes`, or with --kernel-id `"1:7:saxpy:2": ...` (context:stream:name:invocation)
+        match = selection.re.match(r'==PROF== Profiling "(.*?)"(?: - (\d+))?.*- (\d+) pass', line)
+        if match:
+            name, launch = match.group(1), match.group(2)
+            parts = name.split(":")
+            if launch is None and len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
+                name = ":".join(parts[2:-1])
+            found.append({"kernel": name, "function": selection.function_name(name),
+                          "launch": int(launch) if launch else None, "passes": int(match.group(3))})
+    return found
+
+
+def _compare(chosen: selection.Selection, profiled: list[dict], run_facts: dict) -> list[str]:
+    """Notes when the ncu pass did not launch what discovery saw: a workload that picks kernels per
+    process (cudnn.benchmark autotuning, torch.compile's autotuner) launches others the second time."""
+    got = {p["function"] for p in profiled}
+    missing = [f for f in chosen.functions if f not in got]
+    extra = sorted(got - set(chosen.functions))
+    run_facts["selected_not_profiled"] = missing
+    notes = []
+    if missing:
+        share = sum(k.gpu_time_ns for k in chosen.kernels if k.function in missing) / chosen.total_ns * 100 \
+            if chosen.total_ns else 0.0
+        notes.append(f"{len(missing)} selected kernel function(s) ({share:.1f} % of the discovery GPU time) did not run "
+                     f"under ncu: {', '.join(missing)}; does the command pick kernels per run (cudnn.benchmark, "
+                     "autotuning)? Make it deterministic, or profile with --kernel-regex")
+    if extra:
+        notes.append(f"ncu profiled kernel functions discovery did not select: {', '.join(extra)}")
+    return notes
+
+
+def _kept(out: Path) -> str:
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.stat().st_size)
+    return ", ".join(files[:12]) + (f" and {len(files) - 12} more" if len(files) > 12 else "") if files else "nothing"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,199 @@
+"""Which kernels the targeted ncu pass profiles, and the kernel-name regex that tells ncu.
+
+Kernels are chosen by **function name**: the demangled name without return type, namespaces,
+template arguments and parameters (`void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`
+-> `vectorized_elementwise_kernel`). That is the only part of a name every tool spells alike: ncu's
+demangler prints `at::` for `at::native::`, `<unnamed>` for `(anonymous namespace)`, `char *` for
+`char*` and template parameters as `T2` (tests/data/kernel-names/pairs.csv), so a name copied from a
+PyTorch trace or an nsys summary never equals ncu's. Every instantiation of a selected template
+function is therefore profiled; the manifest lists the selected function names and the full names
+discovery saw.
+
+The regex (for `ncu --kernel-name-base demangled --kernel-name regex:...`) anchors each function name
+at the start of the demangled name, after an optional return type and namespace qualifiers, and before
+its template arguments or parameters (it reads the same as a full or a partial match), so `elementwise_kernel` never matches `vectorized_elementwise_kernel`
+nor a kernel that merely takes it as a template argument. Names are escaped with re.escape, and the
+pattern uses only constructs ECMAScript, POSIX ERE and Python regexes share (groups, alternation, `*`,
+`?`, bracket expressions, `^`, `$`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# Namespace spellings a demangled kernel name may start with: plain identifiers, ncu's `<unnamed>`,
+# CUPTI's `(anonymous namespace)` (brackets instead of backslashes: every regex dialect reads them).
+_SCOPE = r"([A-Za-z0-9_]+|<unnamed>|[(]anonymous namespace[)])::"
+# What precedes the qualified name: `void `, or cuBLAS's SFINAE return type
+# (`std::enable_if<!T7, void>::type internal::gemvx::kernel<...>`, tests/data/nsys-stats-rtx5090).
+_RETURN_TYPE = r"void |std::enable_if<.*>::type "
+_ANONYMOUS = re.compile(r"\(anonymous namespace\)::|<unnamed>::")
+_MANGLED_PART = re.compile(r"(\d+)")
+_TRITON_WITHOUT_COUNTER = re.compile(r"triton_\w*[A-Za-z]$")
+_NOT_A_KERNEL = re.compile(r"\[CUDA |Memcpy |Memset\b|Memcpy$")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """GPU time of every launch of one kernel function in a discovery pass."""
+    function: str             # the function name the regex matches
+    gpu_time_ns: int
+    launches: int
+    names: tuple[str, ...]    # the full names discovery printed, longest-running first
+
+
+@dataclass
+class Selection:
+    kernels: list[KernelTime]             # selected, by GPU time, longest first
+    total_ns: int                         # GPU time of every kernel discovery saw
+    seen: int                             # kernel functions discovery saw
+    top: int | None = None
+    cover_pct: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def functions(self) -> list[str]:
+        return [k.function for k in self.kernels]
+
+    @property
+    def covered_pct(self) -> float:
+        return 100.0 * sum(k.gpu_time_ns for k in self.kernels) / self.total_ns if self.total_ns else 0.0
+
+    @property
+    def regex(self) -> str:
+        return kernel_regex(self.functions)
+
+    def as_json(self) -> dict:
+        """What the manifest and selection.json record."""
+        return {
+            "rule": ({"top": self.top} if self.top else {}) | ({"cover_pct": self.cover_pct} if self.cover_pct else {}),
+            "regex": self.regex, "covered_pct": round(self.covered_pct, 2), "total_gpu_time_ns": self.total_ns,
+            "kernel_functions_seen": self.seen,
+            "kernels": [{"function": k.function, "gpu_time_ns": k.gpu_time_ns, "launches": k.launches,
+                         "pct": round(100.0 * k.gpu_time_ns / self.total_ns, 2) if self.total_ns else None,
+                         "names": list(k.names[:3])} for k in self.kernels],
+        }
+
+
+def function_name(name: str) -> str:
+    """The kernel's function name, from a demangled or Itanium-mangled name of any tool.
+
+    >>> function_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2)")
+    'vectorized_elementwise_kernel'
+    >>> function_name("void <unnamed>::softmax_warp_forward<c10::BFloat16, float, 8>(T2 *, const T1 *, int)")
+    'softmax_warp_forward'
+    >>> function_name("_ZN2at6native24vectorized_gather_kernelILi16ElEEvPcS2_PT0_illllb")
+    'vectorized_gather_kernel'
+    >>> function_name("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NTT")
+    'nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NTT'
+    """
+    text = name.strip()
+    if text.startswith("_Z"):
+        return _mangled_function(text) or text
+    text = _ANONYMOUS.sub("", text)
+    head, depth = [], 0
+    for ch in text:
+        if ch == "(" and depth == 0 and "".join(head).strip():
+            break                                   # the parameter list: the name is complete
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            head.append(ch)
+    qualified = "".join(head).strip().split(" ")[-1]     # drops the return type (`void `)
+    return qualified.split("::")[-1] or text
+
+
+def _mangled_function(name: str) -> str | None:
+    """The last source name of an Itanium nested name (`_ZN2at6native3fooI...` -> `foo`), or of a
+    plain one (`_Z5saxpyifPfS_` -> `saxpy`); None when the name is not of that shape."""
+    pos = 3 if name.startswith("_ZN") else 2
+    last = None
+    while pos < len(name):
+        while pos < len(name) and name[pos] in "LKV":        # internal linkage, const, volatile
+            pos += 1
+        found = _MANGLED_PART.match(name, pos)
+        if not found:
+            break
+        length = int(found.group(1))
+        start = found.end()
+        last = name[start:start + length]
+        pos = start + length
+        if pos >= len(name) or name[pos] in "IE" or not name.startswith("_ZN"):
+            break
+    if last and last.startswith("_GLOBAL__N"):
+        return None
+    return last
+
+
+def aggregate(launches: Iterable[tuple]) -> list[KernelTime]:
+    """(kernel name, duration ns) per launch, or (kernel name, total ns, launches) per line of a
+    summary -> GPU time per kernel function, longest first."""
+    time: dict[str, int] = {}
+    count: dict[str, int] = {}
+    by_name: dict[str, dict[str, int]] = {}
+    for name, duration, *instances in launches:
+        function = function_name(name)
+        if not is_kernel(function) or not is_kernel(name):
+            continue
+        time[function] = time.get(function, 0) + int(duration)
+        count[function] = count.get(function, 0) + (int(instances[0]) if instances else 1)
+        names = by_name.setdefault(function, {})
+        names[name] = names.get(name, 0) + int(duration)
+    return sorted((KernelTime(f, time[f], count[f], tuple(sorted(by_name[f], key=lambda n: -by_name[f][n])))
+                   for f in time), key=lambda k: (-k.gpu_time_ns, k.function))
+
+
+def select(kernels: list[KernelTime], top: int | None = None, cover_pct: float | None = None) -> Selection:
+    """The longest-running kernel functions: the first `top`, or as many as cover `cover_pct` % of the
+    GPU time (with both, whichever set is smaller); the top 10 when neither is given."""
+    ranked = sorted(kernels, key=lambda k: (-k.gpu_time_ns, k.function))
+    total = sum(k.gpu_time_ns for k in ranked)
+    limit = top if top is not None else (len(ranked) if cover_pct is not None else 10)
+    chosen: list[KernelTime] = []
+    for kernel in ranked[:limit]:
+        if cover_pct is not None and total and 100.0 * sum(k.gpu_time_ns for k in chosen) / total >= cover_pct:
+            break
+        chosen.append(kernel)
+    selection = Selection(chosen, total, len(ranked), top=top if top is not None or cover_pct is None else None,
+                          cover_pct=cover_pct)
+    if top is None and cover_pct is None:
+        selection.top = 10
+    if cover_pct is not None and selection.covered_pct + 1e-9 < cover_pct and top is not None:
+        selection.notes.append(f"the top {top} kernel functions cover {selection.covered_pct:.1f} % of the GPU "
+                               f"time, less than --cover {cover_pct:g}")
+    return selection
+
+
+def kernel_regex(functions: Iterable[str]) -> str:
+    """The regex ncu's --kernel-name-base demangled filter matches exactly these kernel functions by.
+
+    >>> kernel_regex(["elementwise_kernel", "gemm_64x64"])
+    '^(void |std::enable_if<.*>::type )?(([A-Za-z0-9_]+|<unnamed>|[(]anonymous namespace[)])::)*(elementwise_kernel|gemm_64x64)([<(].*)?$'
+    """
+    names = sorted(dict.fromkeys(functions))
+    if not names:
+        raise ValueError("no kernel functions to build a regex of")
+    return f"^({_RETURN_TYPE})?({_SCOPE})*({'|'.join(_pattern(n) for n in names)})([<(].*)?$"
+
+
+def _pattern(function: str) -> str:
+    """One function name, escaped. A Triton kernel named without its per-graph counter (kwh's
+    kernel_base drops it: signature_rules.csv) matches every counter: `triton_poi_fused_add(_[0-9]+)?`."""
+    if _TRITON_WITHOUT_COUNTER.match(function):
+        return re.escape(function) + "(_[0-9]+)?"
+    return re.escape(function)
+
+
+def is_kernel(function: str) -> bool:
+    """False for the copies and fills timelines list among kernels (`[CUDA memset]`, `Memcpy HtoD`):
+    ncu profiles kernels only."""
+    return not _NOT_A_KERNEL.match(function)
+
+
+def per_model_regexes(functions_by_model: dict[str, list[str]]) -> dict[str, str]:
+    """One regex per model (merged: kernel_regex over every model's functions)."""
+    return {model: kernel_regex(functions) for model, functions in functions_by_model.items() if functions}

@@ -1,0 +1,6 @@
+#!/bin/sh
+# kwh profile: every command it ran, in order
+python3 /work/main/src/kwarehouse/collect/torch_discovery.py --trace /tmp/kwh-profile/transformer_roofline/discovery/trace.json --profiler-api -- examples/workloads/transformer_block.py
+/usr/local/cuda/bin/ncu --force-overwrite --export /tmp/kwh-profile/transformer_roofline/ncu/transformer_block --kernel-name-base demangled --kernel-name 'regex:^(void |std::enable_if<.*>::type )?(([A-Za-z0-9_]+|<unnamed>|[(]anonymous namespace[)])::)*(cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0|nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT|vectorized_elementwise_kernel|vectorized_layer_norm_kernel)([<(].*)?$' --replay-mode kernel --clock-control base --profile-from-start off --nvtx --section SpeedOfLight --section SpeedOfLight_RooflineChart --section SpeedOfLight_HierarchicalTensorRooflineChart python3 examples/workloads/transformer_block.py
+/usr/local/cuda/bin/ncu --import /tmp/kwh-profile/transformer_roofline/ncu/transformer_block.ncu-rep --csv --page raw > /tmp/kwh-profile/transformer_roofline/ncu/transformer_block.raw.csv
+/usr/local/cuda/bin/ncu --import /tmp/kwh-profile/transformer_roofline/ncu/transformer_block.ncu-rep --csv --page details > /tmp/kwh-profile/transformer_roofline/ncu/transformer_block.details.csv
