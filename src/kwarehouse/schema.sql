@@ -40,8 +40,9 @@ CREATE TABLE kernels (
     kernel_base                VARCHAR NOT NULL, -- qualified function name: at::native::vectorized_elementwise_kernel
     kernel_signature           VARCHAR NOT NULL, -- canonical form, same whichever tool named the kernel
     kernel_id                  VARCHAR NOT NULL, -- 16 hex digits of sha256(kernel_signature)
-    library                    VARCHAR NOT NULL, -- cuBLAS, cuDNN, CUTLASS, Triton, PyTorch ATen, ... or unknown
-    op_class                   VARCHAR NOT NULL, -- gemm, conv, attention, elementwise, ... or unknown
+    library                    VARCHAR NOT NULL, -- who dispatched it: cuBLAS, cuDNN, PyTorch ATen, Triton, CUTLASS (used directly), custom, ... or unknown
+    op_class                   VARCHAR NOT NULL, -- gemm, conv, attention, elementwise, ... or unknown; one per kernel_id in a run
+    implementation             VARCHAR,          -- whose kernel it is: CUTLASS, xmma, nvjet, CUB, FlashAttention, ... (normalize/implementation_rules.csv; else = library)
     math_dtype                 VARCHAR,          -- precision it computes in: fp64, fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8 or unknown (normalize/math_dtype_rules.csv; ncu tensor counters decide where exported)
     framework_op               VARCHAR,          -- innermost framework op from NVTX: aten::addmm
     framework_op_id            BIGINT,           -- its op_id (PyTorch emit_nvtx)
@@ -193,6 +194,7 @@ CREATE TABLE kernel_launches (
     kernel_id           VARCHAR NOT NULL,
     library             VARCHAR NOT NULL,
     op_class            VARCHAR NOT NULL,
+    implementation      VARCHAR,           -- as kernels.implementation
     framework_op        VARCHAR,           -- the CPU op that launched it (torch trace) or innermost NVTX op
     op_shapes           VARCHAR,           -- its input shapes
     nvtx_path           VARCHAR,
@@ -222,7 +224,8 @@ CREATE TABLE kernel_summaries (
     kernel_signature    VARCHAR NOT NULL,
     kernel_id           VARCHAR NOT NULL,
     library             VARCHAR NOT NULL,
-    op_class            VARCHAR NOT NULL
+    op_class            VARCHAR NOT NULL,
+    implementation      VARCHAR            -- as kernels.implementation
 );
 
 -- nsys stats nvtx_sum: time spent in each NVTX range (CPU side).

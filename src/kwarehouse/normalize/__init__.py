@@ -188,11 +188,12 @@ class KernelRules:
     library: tuple[classify.Rule, ...]
     op_class: tuple[classify.Rule, ...]
     math_dtype: tuple[classify.Rule, ...] = ()
+    implementation: tuple[classify.Rule, ...] = ()
 
     @classmethod
     def load(cls, extra_dir: Path | None = None) -> KernelRules:
         return cls(classify.load_rules("library", extra_dir), classify.load_rules("op_class", extra_dir),
-                   classify.load_rules("math_dtype", extra_dir))
+                   classify.load_rules("math_dtype", extra_dir), classify.load_rules("implementation", extra_dir))
 
 
 def name_unnamed_kernels(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
@@ -254,9 +255,38 @@ def classify_library(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     return _classify(kernels, rules.library, "library")
 
 
+def classify_implementation(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """implementation (whose kernel it is: CUTLASS, xmma, nvjet, CUB, ...) from implementation_rules.csv;
+    a kernel no rule names was written by the library that dispatched it."""
+    found = _classify(kernels, rules.implementation, "implementation")
+    return found.with_columns(pl.when(pl.col("implementation") == classify.UNKNOWN).then(pl.col("library"))
+                              .otherwise(pl.col("implementation")).alias("implementation"))
+
+
+def _most_common(rows: pl.DataFrame, key: list[str], column: str) -> pl.DataFrame:
+    """key + column: the most frequent non-null value of `column` per key (ties: the first in sort
+    order, so the answer never depends on row order); null where every value is null."""
+    counts = rows.group_by([*key, column]).len("_n")
+    return (counts.sort([pl.col(column).is_null(), pl.col("_n"), pl.col(column)],
+                        descending=[False, True, False], nulls_last=True)
+            .unique(key, keep="first", maintain_order=True).drop("_n"))
+
+
 def classify_op_class(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
-    """op_class from op_class_rules.csv: the kernel's name and, where present, its framework op."""
-    return _classify(kernels, rules.op_class, "op_class")
+    """op_class from op_class_rules.csv, ONE per kernel identity in the run: the rules see the identity's
+    name and its most common framework op (with that op's most common NVTX path) over the run's launches,
+    so a generic kernel launched under two ops gets one class (framework_op stays per launch)."""
+    key = ["kernel_id"]
+    op = _most_common(kernels, key, "framework_op")
+    path = _most_common(kernels.join(op, on=[*key, "framework_op"], how="semi", nulls_equal=True),
+                        key, "nvtx_path")
+    names = kernels.group_by(key).agg(pl.col("kernel_base").min(), pl.col("kernel_signature").min(),
+                                      pl.col("kernel_name").min())
+    identities = names.join(op, on=key, how="left").join(path, on=key, how="left")
+    labels = identities.with_columns(pl.Series("op_class", [classify.classify(rules.op_class, row)
+                                                            for row in identities.iter_rows(named=True)],
+                                               dtype=pl.String)).select(*key, "op_class")
+    return kernels.drop("op_class", strict=False).join(labels, on=key, how="left")
 
 
 def classify_math_dtype(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
@@ -266,7 +296,7 @@ def classify_math_dtype(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFra
 
 
 KERNEL_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, framework_context, classify_library,
-                classify_op_class, classify_math_dtype)
+                classify_implementation, classify_op_class, classify_math_dtype)
 
 
 DEVICE_NAME = "device__attribute_display_name"
@@ -287,7 +317,8 @@ def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: Kerne
         extra, on="launch_id", how="left")
 
 
-TIMELINE_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, classify_library, classify_op_class)
+TIMELINE_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, classify_library, classify_implementation,
+                  classify_op_class)
 
 
 def normalize_timeline(rows: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:

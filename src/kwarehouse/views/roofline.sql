@@ -1,43 +1,117 @@
--- Roofline per launch and per kernel identity on each GPU: arithmetic intensity, achieved FLOP/s, the GPU's peaks and ridge point, and the fraction of the roof reached.
--- FLOPs are kernels.flops: CUDA-core FLOPs from ncu's roofline counters plus tensor-core FLOPs where the
--- export has the tensor roofline counters (kernels.flops_source says which). The compute roof is
--- kernels.peak_flops_per_s: the dense tensor peak of the launch's math dtype when it has tensor FLOPs,
--- else the FP64 peak where FP64 FLOPs dominate, else FP32. roof = min(peak FLOP/s,
--- intensity x peak DRAM bandwidth); ridge point = peak FLOP/s / peak bandwidth (FLOP per byte).
+-- Roofline per launch and per kernel identity on each GPU: FLOPs, bytes and arithmetic intensity at each memory level (DRAM, L2, L1), achieved FLOP/s, the compute roof of the launch's dtype and unit, the roof that limits it, % of that roof and the headroom.
+-- FLOPs are kernels.flops: CUDA-core FLOPs from ncu's roofline counters plus tensor-core FLOPs from its
+-- tensor roofline counters, or the op's FLOPs from its input shapes (kernels.flops_source says which).
+-- The compute roof (roof, peak_flops_per_s) is kernels.peak_flops_per_s: the dense tensor peak of the
+-- launch's math dtype when it runs tensor work ('bf16 tensor', ...), else the CUDA-core FP64 or FP32
+-- peak ('fp64 CUDA-core', 'fp32 CUDA-core'). The memory roofs are each level's bandwidth x the
+-- launch's intensity at that level (FLOPs / bytes there): DRAM always, L2 and L1 where the export has
+-- ncu's hierarchical roofline metrics (kernels.l2_bytes, l1_bytes and their peaks). roof_flops_per_s is
+-- the lowest of the compute roof and the memory roofs present; limiter names it ('DRAM', 'L2', 'L1' or
+-- the compute roof). ridge_intensity (= ridge_point) is the DRAM intensity where the compute roof meets
+-- the DRAM roof; roof_side says on which side of it the launch sits. pct_of_roof = 100 x achieved /
+-- roof_flops_per_s; headroom_x = roof_flops_per_s / achieved (2.0: the roofline allows twice the speed).
+-- unplaced_reason says why a row has no limiter: 'no FLOP count' (flops NULL), 'no floating-point
+-- work' (0 FLOPs counted), or 'tensor-core work not counted': a GEMM, conv or attention kernel whose
+-- only FLOPs are the CUDA-core ones (ncu ran without SpeedOfLight_HierarchicalTensorRooflineChart and
+-- no op shapes gave them), whose intensity and roofs would be those of its epilogue: left NULL. Kernel
+-- level: sums over the launches that have FLOPs, the roof of the identity's longest launch, and the
+-- average of its launches' peaks.
 WITH launches AS (
     SELECT 'launch' AS level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base,
-           CAST(1 AS BIGINT) AS launches, duration_ns, flops, dram_bytes, arithmetic_intensity, achieved_flops_per_s,
+           math_dtype, flops_source, CAST(1 AS BIGINT) AS launches, duration_ns, flops,
+           dram_bytes, l2_bytes, l1_bytes,
            -- runs an older kwh wrote have no peak_flops_per_s until `kwh renormalize`: the CUDA-core roof
            coalesce(peak_flops_per_s,
                     CASE WHEN coalesce(flops_fp64, 0) > coalesce(flops_fp32, 0) + coalesce(flops_fp16, 0)
                          THEN peak_fp64_flops_per_s ELSE peak_fp32_flops_per_s END) AS peak_flops_per_s,
-           peak_dram_bytes_per_s
+           peak_fp32_flops_per_s, peak_fp64_flops_per_s,
+           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s
     FROM kernels
+), named AS (
+    SELECT *,
+           CASE WHEN peak_flops_per_s IS NULL THEN NULL
+                WHEN peak_flops_per_s = peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
+                WHEN peak_flops_per_s = peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
+                ELSE coalesce(math_dtype, 'unknown') || ' tensor' END AS roof,
+           coalesce(op_class IN ('gemm', 'conv', 'attention') AND flops_source = 'ncu CUDA-core counters'
+                    AND coalesce(math_dtype, 'unknown') NOT IN ('fp32', 'fp64'), false) AS tensor_uncounted
+    FROM launches
+), launch_rows AS (
+    SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, math_dtype,
+           flops_source, roof, tensor_uncounted, launches, duration_ns, flops, dram_bytes, l2_bytes, l1_bytes,
+           -- the bytes the intensities divide by: those of launches whose FLOPs were counted
+           CASE WHEN NOT tensor_uncounted THEN dram_bytes END AS counted_dram_bytes,
+           CASE WHEN NOT tensor_uncounted THEN l2_bytes END AS counted_l2_bytes,
+           CASE WHEN NOT tensor_uncounted THEN l1_bytes END AS counted_l1_bytes,
+           flops / NULLIF(duration_ns * 1e-9, 0) AS achieved_flops_per_s,
+           peak_flops_per_s, peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s
+    FROM named
 ), identities AS (
+    -- an identity is placed by its launches whose FLOPs were counted (a GEMM profiled with and
+    -- without the tensor roofline section keeps the counted runs)
     SELECT 'kernel' AS level, CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS BIGINT) AS launch_id,
            CAST(NULL AS VARCHAR) AS model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base,
-           count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS duration_ns,
-           sum(flops) AS flops, sum(dram_bytes) AS dram_bytes,
-           sum(flops) / NULLIF(sum(CASE WHEN flops IS NOT NULL THEN dram_bytes END), 0) AS arithmetic_intensity,
-           sum(flops) / NULLIF(sum(CASE WHEN flops IS NOT NULL THEN duration_ns END) * 1e-9, 0) AS achieved_flops_per_s,
-           avg(peak_flops_per_s) AS peak_flops_per_s, avg(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
-    FROM launches
+           arg_max(math_dtype, duration_ns) AS math_dtype,
+           arg_max(flops_source, CASE WHEN NOT tensor_uncounted THEN duration_ns END) AS flops_source,
+           arg_max(roof, CASE WHEN NOT tensor_uncounted THEN duration_ns END) AS roof,
+           bool_and(tensor_uncounted) AS tensor_uncounted, count(*) AS launches,
+           CAST(sum(duration_ns) AS DOUBLE) AS duration_ns,
+           sum(CASE WHEN NOT tensor_uncounted THEN flops END) AS flops,
+           sum(dram_bytes) AS dram_bytes, sum(l2_bytes) AS l2_bytes, sum(l1_bytes) AS l1_bytes,
+           sum(CASE WHEN counted THEN dram_bytes END) AS counted_dram_bytes,
+           sum(CASE WHEN counted THEN l2_bytes END) AS counted_l2_bytes,
+           sum(CASE WHEN counted THEN l1_bytes END) AS counted_l1_bytes,
+           sum(CASE WHEN NOT tensor_uncounted THEN flops END)
+               / NULLIF(sum(CASE WHEN counted THEN duration_ns END) * 1e-9, 0) AS achieved_flops_per_s,
+           coalesce(avg(CASE WHEN NOT tensor_uncounted THEN peak_flops_per_s END), avg(peak_flops_per_s))
+               AS peak_flops_per_s,
+           avg(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s,
+           avg(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s, avg(peak_l1_bytes_per_s) AS peak_l1_bytes_per_s
+    FROM (SELECT *, flops IS NOT NULL AND NOT tensor_uncounted AS counted FROM launch_rows) AS counted_launches
     GROUP BY gpu, kernel_id, library, op_class
 ), both_levels AS (
-    SELECT * FROM launches
+    SELECT * FROM launch_rows
     UNION ALL
     SELECT * FROM identities
+), intensities AS (
+    SELECT *,
+           CASE WHEN NOT tensor_uncounted THEN flops / NULLIF(counted_dram_bytes, 0) END AS dram_intensity,
+           CASE WHEN NOT tensor_uncounted THEN flops / NULLIF(counted_l2_bytes, 0) END AS l2_intensity,
+           CASE WHEN NOT tensor_uncounted THEN flops / NULLIF(counted_l1_bytes, 0) END AS l1_intensity,
+           peak_flops_per_s / NULLIF(peak_dram_bytes_per_s, 0) AS ridge_point
+    FROM both_levels
+), memory_roofs AS (
+    SELECT *,
+           dram_intensity * peak_dram_bytes_per_s AS dram_roof_flops_per_s,
+           l2_intensity * peak_l2_bytes_per_s AS l2_roof_flops_per_s,
+           l1_intensity * peak_l1_bytes_per_s AS l1_roof_flops_per_s
+    FROM intensities
 ), roofs AS (
     SELECT *,
-           peak_flops_per_s / NULLIF(peak_dram_bytes_per_s, 0) AS ridge_point,
-           least(peak_flops_per_s, arithmetic_intensity * peak_dram_bytes_per_s) AS roof_flops_per_s
-    FROM both_levels
+           CASE WHEN flops IS NOT NULL AND NOT tensor_uncounted
+                THEN least(peak_flops_per_s, dram_roof_flops_per_s, l2_roof_flops_per_s, l1_roof_flops_per_s)
+                END AS roof_flops_per_s
+    FROM memory_roofs
 )
 SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, launches, duration_ns,
-       flops, dram_bytes, arithmetic_intensity, achieved_flops_per_s, peak_flops_per_s, peak_dram_bytes_per_s,
-       ridge_point, roof_flops_per_s,
+       flops, dram_bytes, dram_intensity AS arithmetic_intensity, achieved_flops_per_s, peak_flops_per_s,
+       peak_dram_bytes_per_s, ridge_point, roof_flops_per_s,
        achieved_flops_per_s / NULLIF(roof_flops_per_s, 0) AS fraction_of_roof,
-       CASE WHEN arithmetic_intensity IS NULL OR ridge_point IS NULL THEN NULL
-            WHEN arithmetic_intensity < ridge_point THEN 'memory' ELSE 'compute' END AS roof_side
+       CASE WHEN dram_intensity IS NULL OR ridge_point IS NULL THEN NULL
+            WHEN dram_intensity < ridge_point THEN 'memory' ELSE 'compute' END AS roof_side,
+       math_dtype, flops_source, CASE WHEN NOT tensor_uncounted THEN roof END AS roof,
+       ridge_point AS ridge_intensity,
+       l2_bytes, l1_bytes, dram_intensity, l2_intensity, l1_intensity,
+       peak_l2_bytes_per_s, peak_l1_bytes_per_s,
+       CASE WHEN roof_flops_per_s IS NULL OR NOT flops > 0 THEN NULL
+            WHEN roof_flops_per_s = peak_flops_per_s THEN roof
+            WHEN roof_flops_per_s = dram_roof_flops_per_s THEN 'DRAM'
+            WHEN roof_flops_per_s = l2_roof_flops_per_s THEN 'L2'
+            WHEN roof_flops_per_s = l1_roof_flops_per_s THEN 'L1' END AS limiter,
+       100 * achieved_flops_per_s / NULLIF(roof_flops_per_s, 0) AS pct_of_roof,
+       roof_flops_per_s / NULLIF(achieved_flops_per_s, 0) AS headroom_x,
+       CASE WHEN tensor_uncounted THEN 'tensor-core work not counted'
+            WHEN flops IS NULL THEN 'no FLOP count'
+            WHEN flops = 0 THEN 'no floating-point work' END AS unplaced_reason
 FROM roofs
 ORDER BY level DESC, gpu, kernel_id, model, run_id, launch_id
