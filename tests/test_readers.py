@@ -29,12 +29,19 @@ NCU_FORMAT = {
 NCU_FOLDERS = ("ncu-", "text-ncu-")
 # Folders of other tools hold one format each.
 FOLDER_FORMAT = {"nsys-sqlite-": "nsys-sqlite", "nsys-stats-": "nsys-stats-csv", "torch-trace-": "torch-trace"}
+# GPU telemetry folders (tests/test_telemetry.py) hold several logs each: the format by file name.
+TELEMETRY_FOLDERS = ("telemetry-",)
+TELEMETRY_FORMAT = {"nvidia-smi-query": "nvidia-smi-query", "nvidia-smi-dmon": "nvidia-smi-dmon",
+                    "nvidia-smi-pmon": "nvidia-smi-pmon", "dcgmi-dmon": "dcgmi-dmon", "nvml-samples": "nvml-samples",
+                    "trace": "torch-trace"}
 SIDECARS = ("manifest", "ncu_version", "gpu.txt")
-GOOD = sorted(p for p in DATA.glob("*/*") if p.parent.name.startswith((*NCU_FOLDERS, *FOLDER_FORMAT))
+GOOD = sorted(p for p in DATA.glob("*/*") if p.parent.name.startswith((*NCU_FOLDERS, *FOLDER_FORMAT, *TELEMETRY_FOLDERS))
               and not p.name.startswith(SIDECARS))
 
 
 def expected_format(path: Path) -> str:
+    if path.parent.name.startswith(TELEMETRY_FOLDERS):
+        return next(name for prefix, name in TELEMETRY_FORMAT.items() if path.name.startswith(prefix))
     for prefix, name in FOLDER_FORMAT.items():
         if path.parent.name.startswith(prefix):
             return name

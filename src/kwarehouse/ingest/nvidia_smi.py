@@ -65,7 +65,8 @@ class NvidiaSmiQuery:
         if HEADERLESS.match(head.lstrip(b"\xef\xbb\xbf")):
             return True
         cells = [c.strip() for c in first.split(",")]
-        if len(cells) < 2 or not all(HEADER_CELL.match(c) for c in cells):
+        # nvidia-smi separates cells with ", " (kwh's NVML sample file, a plain CSV, does not)
+        if len(cells) < 2 or first.count(", ") != len(cells) - 1 or not all(HEADER_CELL.match(c) for c in cells):
             return False
         names = {HEADER_CELL.match(c)["name"] for c in cells}
         known = {f for s, f in telemetry.field_names() if s == QUERY_SOURCE} | set(IDENTITY)
@@ -187,7 +188,7 @@ class _Table:
             if names is None or units is None or len(units) != len(names):
                 raise InputError(path, f"a sample line before the '# gpu ...' and '# Idx ...' header lines; "
                                        f"is this {self.name.replace('-', ' ')} output complete?", number)
-            cells = text.split(None, len(names) - 1)
+            cells = text.strip().split(None, len(names) - 1)
             if len(cells) != len(names):
                 raise InputError(path, f"{len(cells)} columns where the header has {len(names)}; "
                                        "is the line cut short?", number)
