@@ -28,7 +28,8 @@ NCU_FORMAT = {
 # ncu folders kept out of the shared test warehouse (their own tests ingest them)
 NCU_FOLDERS = ("ncu-", "text-ncu-")
 # Folders of other tools hold one format each.
-FOLDER_FORMAT = {"nsys-sqlite-": "nsys-sqlite", "nsys-stats-": "nsys-stats-csv", "torch-trace-": "torch-trace"}
+FOLDER_FORMAT = {"nsys-sqlite-": "nsys-sqlite", "nsys-stats-": "nsys-stats-csv", "torch-trace-": "torch-trace",
+                 "text-nsys-": "nsys-text", "csv-nsys-": "nsys-stats-csv"}
 # GPU telemetry folders (tests/test_telemetry.py) hold several logs each: the format by file name.
 TELEMETRY_FOLDERS = ("telemetry-",)
 TELEMETRY_FORMAT = {"nvidia-smi-query": "nvidia-smi-query", "nvidia-smi-dmon": "nvidia-smi-dmon",

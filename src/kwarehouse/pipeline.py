@@ -19,7 +19,7 @@ from kwarehouse import ingest as readers
 from kwarehouse import normalize, schema
 from kwarehouse.errors import InputError, KwhError, display_path, first_line
 from kwarehouse.ingest import gzipped
-from kwarehouse.ingest.base import ReadResult
+from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
 from kwarehouse.store import IngestedFile, Warehouse
@@ -566,6 +566,9 @@ def _timeline_tables(members: list[_Source], rules: normalize.KernelRules):
     nvtx = [m.result.nvtx_summaries for m in members if m.result.nvtx_summaries is not None]
     if nvtx:
         tables["nvtx_summaries"] = pl.concat(nvtx, how="vertical_relaxed")
+    for name in sorted({name for m in members for name in m.result.tables}):   # memory ops, API, NVTX ranges
+        tables[name] = pl.concat([m.result.tables[name] for m in members if name in m.result.tables],
+                                 how="vertical_relaxed")
     if "kernel_launches" in tables:
         count = tables["kernel_launches"].filter(pl.col("activity") == "kernel").height
     else:
@@ -606,25 +609,44 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
             if progress:
                 progress(run_id)
             stored = warehouse.read_run(run_id)
-            if "kernels" not in stored:
+            if "kernels" not in stored and "kernel_launches" not in stored:
                 continue
-            metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
-            metrics = normalize.merge_metrics([normalize.canonical_metric_names(
-                metrics.with_columns(pl.coalesce("source_metric", "metric").alias("source_metric")))])
-            old_kernels = pl.from_arrow(stored["kernels"])
-            kernels = kernel_rows(old_kernels.select(LAUNCH_COLUMNS), metrics, rules)
-            tables = {**stored, "kernels": _tag(kernels, run_id, model, gpu),
-                      "metrics": _tag(metrics, run_id, model, gpu)}
-            if all(_same_rows(name, stored[name], tables[name]) for name in ("kernels", "metrics")):
+            tables, names, count = dict(stored), [], 0
+            if "kernels" in stored:
+                metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
+                metrics = normalize.merge_metrics([normalize.canonical_metric_names(
+                    metrics.with_columns(pl.coalesce("source_metric", "metric").alias("source_metric")))])
+                old_kernels = pl.from_arrow(stored["kernels"])
+                kernels = kernel_rows(old_kernels.select(LAUNCH_COLUMNS), metrics, rules)
+                tables.update(kernels=_tag(kernels, run_id, model, gpu), metrics=_tag(metrics, run_id, model, gpu))
+                names += ["kernels", "metrics"]
+                count = kernels.height
+            if "kernel_launches" in stored:
+                launches = renormalize_timeline(pl.from_arrow(stored["kernel_launches"]), rules)
+                tables["kernel_launches"] = _tag(launches, run_id, model, gpu)
+                names.append("kernel_launches")
+                count = count or launches.filter(pl.col("activity") == "kernel").height
+            if all(_same_rows(name, stored[name], tables[name]) for name in names):
                 report.unchanged += 1
                 continue
             pending.append((warehouse.stage_run(run_id, model, gpu, tables), []))
-            report.changed.append(RunSummary(run_id, model, gpu, kernels.height, [], new=False))
+            report.changed.append(RunSummary(run_id, model, gpu, count, [], new=False))
             if len(pending) >= RENORMALIZE_BATCH:
                 warehouse.commit_many(pending)
                 pending = []
         warehouse.commit_many(pending)
     return report
+
+
+def renormalize_timeline(stored: pl.DataFrame, rules: normalize.KernelRules) -> pl.DataFrame:
+    """kernel_launches rows normalized again from the reader's columns they keep (a column an older kwh
+    did not write is NULL: its FLOPs then come from the shapes alone)."""
+    reader = {**TIMELINE_COLUMNS, "launch_index": pl.Int64, "grid_size": pl.Int64, "block_size": pl.Int64}
+    rows = stored.select([pl.col(c).cast(t) if c in stored.columns else pl.lit(None, dtype=t).alias(c)
+                          for c, t in reader.items()])
+    normalized = normalize.normalize_timeline(rows, rules)
+    return normalized.select([c for c in schema.tables()["kernel_launches"].arrow.names
+                              if c not in ("run_id", "model", "gpu")])
 
 
 def _same_rows(name: str, old: pa.Table, new: pa.Table) -> bool:
@@ -634,7 +656,7 @@ def _same_rows(name: str, old: pa.Table, new: pa.Table) -> bool:
         old = old.select(new.column_names).cast(new.schema)
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
-    keys = [(c, "ascending") for c in ("launch_id", "metric") if c in new.column_names]
+    keys = [(c, "ascending") for c in ("launch_id", "launch_index", "metric") if c in new.column_names]
     return old.sort_by(keys).equals(new.sort_by(keys))
 
 

@@ -95,7 +95,7 @@ CREATE TABLE kernels (
     flops_fp64                 DOUBLE,
     tensor_flops               DOUBLE,           -- tensor-core FLOPs (int8: ops), from ncu's tensor roofline counters (sm__ops_path_tensor_src_<dtype>.sum); NULL when not exported
     flops                      DOUBLE,           -- all FLOPs: CUDA-core + tensor-core
-    flops_source               VARCHAR,          -- where flops come from: 'ncu tensor counters', 'ncu CUDA-core counters' or NULL
+    flops_source               VARCHAR,          -- where flops come from: 'ncu tensor counters', 'op shapes' (the main kernel of a GEMM/conv/attention op without tensor counters: the op's FLOPs from its NVTX input shapes, normalize/op_flops.py; its epilogue's CUDA-core FLOPs left out, they stay in flops_fp16/32/64), 'ncu CUDA-core counters' or NULL
     achieved_flops_per_s       DOUBLE,           -- flops / duration
     arithmetic_intensity       DOUBLE,           -- flops per DRAM byte
     peak_fp32_flops_per_s      DOUBLE,           -- the device's peak (ncu roofline peaks, else device attributes)
@@ -105,6 +105,10 @@ CREATE TABLE kernels (
     peak_l1_bytes_per_s        DOUBLE,           -- peak L1/TEX bandwidth of l1_bytes' kind: ncu's bytes per cycle x the L1 clock it measured
     peak_flops_per_s           DOUBLE,           -- the roof of this launch: dense tensor peak of its math dtype when it has tensor FLOPs (ncu's peak per cycle x measured SM clock, else normalize/gpu_peaks.csv), else the CUDA-core FP64 or FP32 peak
     pct_of_peak                DOUBLE,           -- achieved_flops_per_s / peak_flops_per_s, %
+    gemm_m                     BIGINT,           -- the GEMM op's M, N, K and batch from its input shapes (main kernel of the op only; NULL for non-GEMMs)
+    gemm_n                     BIGINT,
+    gemm_k                     BIGINT,
+    gemm_batch                 BIGINT,
     stall_barrier              DOUBLE,           -- warp stall reasons: warp cycles per issued instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio)
     stall_branch_resolving     DOUBLE,
     stall_dispatch_stall       DOUBLE,
@@ -198,7 +202,20 @@ CREATE TABLE kernel_launches (
     framework_op        VARCHAR,           -- the CPU op that launched it (torch trace) or innermost NVTX op
     op_shapes           VARCHAR,           -- its input shapes
     nvtx_path           VARCHAR,
-    nvtx_range          VARCHAR
+    nvtx_range          VARCHAR,
+    framework_op_id     BIGINT,            -- the op instance: the trace's "External id" (nsys: emit_nvtx op_id); NULL where unknown
+    op_dtypes           VARCHAR,           -- the op's input element types, a JSON list: ["c10::BFloat16", "float", "Scalar"] (torch trace "Input type")
+    op_args             VARCHAR,           -- the op's scalar arguments as text, a JSON list ("" for tensors): conv stride "[2, 2]", SDPA is_causal "True" (torch trace "Concrete Inputs")
+    math_dtype          VARCHAR,           -- as kernels.math_dtype: the name rules, then (GEMM/conv/attention kernels) the op's input dtype
+    flops               DOUBLE,            -- the op's FLOPs from its input shapes, on its main kernel only (normalize/op_flops.py); NULL elsewhere
+    flops_source        VARCHAR,           -- 'op shapes' where flops is set
+    achieved_flops_per_s DOUBLE,           -- flops / duration
+    peak_flops_per_s    DOUBLE,            -- published dense tensor peak of math_dtype on device_name (normalize/gpu_peaks.csv; FP32: CUDA-core peak)
+    pct_of_peak         DOUBLE,            -- achieved_flops_per_s / peak_flops_per_s, %
+    gemm_m              BIGINT,            -- the GEMM op's M, N, K and batch (main kernel only; NULL for non-GEMMs)
+    gemm_n              BIGINT,
+    gemm_k              BIGINT,
+    gemm_batch          BIGINT
 );
 
 -- One row per kernel (and launch shape, where the report splits by it) of a summary report
@@ -242,7 +259,75 @@ CREATE TABLE nvtx_summaries (
     min_ns              DOUBLE,
     max_ns              DOUBLE,
     stddev_ns           DOUBLE,
+    time_pct            DOUBLE,
+    time_basis          VARCHAR            -- 'cpu range' (nvtx_sum: the range on its CPU thread) or 'gpu projection' (nvtx_gpu_proj_sum: the GPU work it launched); NULL in warehouses older than the column: 'cpu range'
+);
+
+-- nsys stats cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, one row per kind of memory operation
+-- ("[CUDA memcpy Host-to-Device]", "[CUDA memset]"): GPU time and bytes moved. Times in ns, sizes in bytes
+-- (nsys prints MB with 3 decimals: a copy under 500 bytes reads 0).
+CREATE TABLE memory_op_summaries (
+    run_id              VARCHAR NOT NULL,
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition
+    operation           VARCHAR NOT NULL,
+    operations          BIGINT,            -- how many times it ran ("Count")
+    total_ns            DOUBLE,
+    avg_ns              DOUBLE,
+    median_ns           DOUBLE,
+    min_ns              DOUBLE,
+    max_ns              DOUBLE,
+    stddev_ns           DOUBLE,
+    time_pct            DOUBLE,            -- the report's own share of all memory-operation time
+    total_bytes         DOUBLE,
+    avg_bytes           DOUBLE,
+    median_bytes        DOUBLE,
+    min_bytes           DOUBLE,
+    max_bytes           DOUBLE,
+    stddev_bytes        DOUBLE
+);
+
+-- nsys stats cuda_api_sum: CPU time spent in each CUDA runtime/driver API function. Times in ns.
+CREATE TABLE api_summaries (
+    run_id              VARCHAR NOT NULL,
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition
+    api_name            VARCHAR NOT NULL,  -- cudaLaunchKernel, cuModuleGetLoadingMode, ...
+    calls               BIGINT NOT NULL,
+    total_ns            DOUBLE NOT NULL,
+    avg_ns              DOUBLE,
+    median_ns           DOUBLE,
+    min_ns              DOUBLE,
+    max_ns              DOUBLE,
+    stddev_ns           DOUBLE,
     time_pct            DOUBLE
+);
+
+-- One row per NVTX range instance: nsys stats nvtx_pushpop_trace (the range on its CPU thread) and
+-- nvtx_gpu_proj_trace (also its projection onto the GPU: from the first to the last GPU operation it
+-- launched). Times in ns on the report's clock.
+CREATE TABLE nvtx_ranges (
+    run_id              VARCHAR NOT NULL,
+    model               VARCHAR NOT NULL,  -- partition
+    gpu                 VARCHAR NOT NULL,  -- partition
+    report              VARCHAR NOT NULL,  -- nvtx_pushpop_trace or nvtx_gpu_proj_trace
+    nvtx_range          VARCHAR,           -- the range's name as nsys prints it (":name" in the default domain); NULL: nvtx_gpu_proj_trace's row for GPU work outside every range
+    style               VARCHAR,           -- PushPop / StartEnd (nvtx_gpu_proj_trace)
+    process_id          BIGINT,
+    thread_id           BIGINT,
+    range_id            BIGINT,
+    parent_id           BIGINT,
+    level               BIGINT,            -- nesting depth, 0 outermost
+    child_count         BIGINT,
+    range_stack         VARCHAR,           -- range ids outermost first, ":1:3"
+    start_ns            BIGINT,            -- CPU start (nvtx_gpu_proj_trace: "Orig Start")
+    end_ns              BIGINT,
+    duration_ns         BIGINT,
+    child_duration_ns   BIGINT,            -- nvtx_pushpop_trace: time in child ranges
+    gpu_start_ns        BIGINT,            -- nvtx_gpu_proj_trace: projected start on the GPU
+    gpu_end_ns          BIGINT,
+    gpu_duration_ns     BIGINT,
+    gpu_op_count        BIGINT             -- GPU operations (kernels, memcpy, memset) the projection spans
 );
 
 -- GPU telemetry (nvidia-smi --query-gpu / dmon / pmon, dcgmi dmon, kwh's NVML sample file): one row per

@@ -16,10 +16,11 @@ from kwarehouse.ingest.nvidia_smi import NvidiaSmiDmon, NvidiaSmiPmon, NvidiaSmi
 from kwarehouse.ingest.nvml_samples import NvmlSamples
 from kwarehouse.ingest.nsys_sqlite import NsysSqlite
 from kwarehouse.ingest.nsys_stats_csv import NsysStatsCsv
+from kwarehouse.ingest.nsys_text import NsysText
 from kwarehouse.ingest.torch_trace import TorchTrace
 
 READERS: dict[str, Reader] = {r.name: r for r in (NcuRawCsv(), NcuDetailsCsv(), NcuText(), NcuRep(), NsysSqlite(),
-                                                   NsysStatsCsv(), TorchTrace())}
+                                                   NsysStatsCsv(), NsysText(), TorchTrace())}
 
 # GPU telemetry logs (ingest/telemetry.py): sniffed after the profiler exports.
 READERS.update({r.name: r for r in (NvmlSamples(), NvidiaSmiQuery(), NvidiaSmiDmon(), NvidiaSmiPmon(), DcgmiDmon())})

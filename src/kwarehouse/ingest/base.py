@@ -32,6 +32,7 @@ TIMELINE_COLUMNS = {
     "shared_mem_bytes": pl.Int64, "bytes": pl.Int64, "kernel_name": pl.String,
     "kernel_short_name": pl.String, "kernel_mangled": pl.String, "framework_op": pl.String,
     "op_shapes": pl.String, "nvtx_path": pl.String, "nvtx_range": pl.String,
+    "framework_op_id": pl.Int64, "op_dtypes": pl.String, "op_args": pl.String,
 }
 # Columns of ReadResult.summaries: one row per kernel line of a summary report.
 SUMMARY_COLUMNS = {
@@ -43,7 +44,7 @@ SUMMARY_COLUMNS = {
 NVTX_SUMMARY_COLUMNS = {
     "nvtx_range": pl.String, "style": pl.String, "instances": pl.Int64, "total_ns": pl.Float64,
     "avg_ns": pl.Float64, "median_ns": pl.Float64, "min_ns": pl.Float64, "max_ns": pl.Float64,
-    "stddev_ns": pl.Float64, "time_pct": pl.Float64,
+    "stddev_ns": pl.Float64, "time_pct": pl.Float64, "time_basis": pl.String,
 }
 RULE_COLUMNS = {
     "launch_id": pl.Int64, "section": pl.String, "rule_name": pl.String, "rule_type": pl.String,
@@ -71,6 +72,8 @@ class ReadResult:
     summaries: pl.DataFrame | None = None      # SUMMARY_COLUMNS
     nvtx_summaries: pl.DataFrame | None = None  # NVTX_SUMMARY_COLUMNS
     samples: pl.DataFrame | None = None         # GPU telemetry (tool "telemetry"): ingest.telemetry.SAMPLE_COLUMNS
+    # other per-run tables, by warehouse table name (nsys memory-op and API summaries, NVTX ranges)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     tool_version: str | None = None
     names_mangled: bool = False   # kernel names are Itanium-mangled (--print-kernel-base mangled)
     base_units: bool = False      # every unit is a base unit (--print-units base): fewer digits kept

@@ -12,13 +12,30 @@ Reports read (columns as NVIDIA's report scripts name them; "(ns)" follows --tim
                      StdDev, Kernel Name
   nvtx_sum           Time (%), Total Time, Instances, Avg, Med, Min, Max, StdDev, Style, Range
                      (older nvtxsum: Time(%), Total Time (ns), Instances, Average, Minimum, Maximum, Range)
+  nvtx_gpu_proj_sum  Range, Style, Total Proj Time, Total Range Time, Range Instances, Proj Avg, Proj Med,
+                     Proj Min, Proj Max, Proj StdDev, Total GPU Ops, ... -> nvtx_summaries, 'gpu projection'
+  cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum
+                     Time (%), Total Time, Count, Avg, Med, Min, Max, StdDev, Operation / Total (MB), Count,
+                     Avg (MB), ..., Operation -> memory_op_summaries, one row per operation
+  cuda_api_sum       Time (%), Total Time, Num Calls, Avg, Med, Min, Max, StdDev, Name -> api_summaries
+                     (osrt_sum has the same columns: a block is read as CUDA API calls only when nsys
+                     announced cuda_api_sum, or, unannounced, when every name is a cu*/cuda* function)
+  nvtx_pushpop_trace Start, End, Duration, DurChild, DurNonChild, Name, PID, TID, Lvl, NumChild, RangeId,
+                     ParentId, RangeStack[, NameTree] -> nvtx_ranges
+  nvtx_gpu_proj_trace Name, Projected Start, Projected Duration, Orig Start, Orig Duration, Style, PID, TID,
+                     NumGPUOps, Lvl, NumChild, RangeId, ParentId, RangeStack -> nvtx_ranges
+
+Reports kwh has no table for (osrt_sum, um_*, openmp_sum, ...) are passed over. A capture in which nsys
+said the report has no CUDA kernel data and that holds no table kwh reads is refused with exactly
+NO_KERNEL_DATA. The console form of the same reports (the default --format column, and what
+`nsys profile --stats=true` prints) is read by nsys_text.py into the same blocks and frames.
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,32 +45,53 @@ from kwarehouse.errors import InputError
 from kwarehouse.ingest import base
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
-TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9}
+TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9,
+              "nanoseconds": 1}
 SIZE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 UNIT_SUFFIX = re.compile(r"^(?P<name>.*?)\s*\((?P<unit>[^()]*)\)$")
 REPORT_LINE = re.compile(r"^Processing \[.*\] with \[.*?(?P<report>[\w]+)\.py\]")
+# `nsys profile --stats=true` announces each report on a line of its own
+EXECUTING_LINE = re.compile(r"^\[\d+/\d+\] Executing '(?P<report>\w+)' stats report")
+# the title nsys prints above a table: " ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):"
+TITLE_LINE = re.compile(r"^ ?\*\* .*\((?P<report>\w+)\):\s*$")
+SKIPPED_KERNELS = re.compile(r"^SKIPPED: .*does not contain CUDA kernel data")
+NO_KERNEL_DATA = "this nsys report has no CUDA kernel data"
 # Which report a header is, by its column names with units removed (first match wins).
 SIGNATURES = {
     "nvtx_kern_sum": {"NVTX Range", "Kern Inst", "Total Time", "Kernel Name"},
+    "nvtx_gpu_proj_trace": {"Name", "Projected Start", "Projected Duration"},
+    "nvtx_gpu_proj_sum": {"Range", "Total Proj Time"},
+    "nvtx_pushpop_trace": {"Start", "End", "Duration", "DurChild", "Name"},
     "cuda_gpu_trace": {"Start", "Duration", "GrdX", "Name"},
+    "cuda_gpu_mem_time_sum": {"Total Time", "Count", "Operation"},
+    "cuda_gpu_mem_size_sum": {"Total", "Count", "Operation"},
     "nvtx_sum": {"Total Time", "Instances", "Range"},
     "cuda_gpu_kern_sum": {"Total Time", "Instances", "Name"},
+    "cuda_api_sum": {"Total Time", "Num Calls", "Name"},
 }
+# Report names of older nsys releases, and the names of the reports above that nsys announces.
+OLD_REPORTS = {"gpukernsum": "cuda_gpu_kern_sum", "nvtxsum": "nvtx_sum", "gputrace": "cuda_gpu_trace",
+               "cudaapisum": "cuda_api_sum", "gpumemtimesum": "cuda_gpu_mem_time_sum",
+               "gpumemsizesum": "cuda_gpu_mem_size_sum", "nvtxppsum": "nvtx_sum"}
 TRUNCATED_ROW = ("file ends in the middle of a line (still being copied, or truncated?); wait for the copy to "
                  "finish or re-run nsys stats")
 OLD_NAMES = {"Time(%)": "Time", "Average": "Avg", "Minimum": "Min", "Maximum": "Max", "CorrID": "CorrId",
-             "Median": "Med"}
+             "Median": "Med", "Operations": "Count", "Calls": "Num Calls"}
+NULL_CELLS = ("", "-", "N/A", "n/a", "None")   # nsys prints None for a missing value in column format
 
 
 @dataclass
-class _Block:
+class Block:
+    """One report table of a capture, as cells: the CSV reader and the console-text reader both make these."""
     report: str
     header: list[str]
     rows: list[list[str]]
     lines: list[int]          # file line of each row
+    default_unit: str | None = None   # unit of unit-less columns (old console titles: "(nanoseconds)", "(KiB)")
+    announced: bool = False           # nsys named the report (Processing/Executing/title line)
 
 
-def _column(name: str) -> tuple[str, str | None]:
+def column_name(name: str) -> tuple[str, str | None]:
     """"Avg (ns)" -> ("Avg", "ns"); "Time (%)" -> ("Time", "%"); "Average" -> ("Avg", None)."""
     name = name.strip()
     if name in OLD_NAMES:
@@ -64,11 +102,22 @@ def _column(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def _report_of(header: list[str]) -> str | None:
-    names = {_column(c)[0] for c in header}
+def report_of(header: list[str]) -> str | None:
+    names = {column_name(c)[0] for c in header}
+    # older releases name the memory operation column "Name"
+    if "Count" in names and "Name" in names and "Operation" not in names:
+        names = names | {"Operation"}
     for report, needed in SIGNATURES.items():
         if needed <= names:
             return report
+    return None
+
+
+def announced_report(line: str) -> str | None:
+    """The report a Processing / Executing / title line names (old names mapped), else None."""
+    for pattern in (REPORT_LINE, EXECUTING_LINE, TITLE_LINE):
+        if found := pattern.match(line):
+            return OLD_REPORTS.get(found["report"], found["report"])
     return None
 
 
@@ -79,71 +128,52 @@ def _parse_line(line: str) -> list[str] | None:
         return None
 
 
+def read_text(path: Path, what: str) -> list[str]:
+    """The file's lines, refusing a file too large, not UTF-8, or cut in the middle of a line."""
+    base.refuse_oversized(path)
+    try:
+        text = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, f"not UTF-8 text; expected {what}") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
+    lines = text.splitlines()
+    # nsys ends every line it writes, the last one too: a file whose last line has no newline was
+    # cut short (a kernel name cut in two would otherwise be stored as a name, and the reports
+    # after the cut would be silently missing).
+    if text and not text.endswith(("\n", "\r")):
+        raise InputError(path, TRUNCATED_ROW, len(lines))
+    return lines
+
+
 class NsysStatsCsv:
     name: ClassVar[str] = "nsys-stats-csv"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        text = head.decode("utf-8", errors="replace")
-        for line in text.splitlines()[:200]:
-            fields = _parse_line(line)
-            if fields and len(fields) > 2 and _report_of(fields):
-                return True
-        return False
+        return csv_table_in(head.decode("utf-8", errors="replace"))
 
     def read(self, path: Path) -> ReadResult:
-        blocks = self._blocks(path)
-        if not blocks:
-            raise InputError(path, "no nsys stats report table found; expected nsys stats --format csv output "
-                             "of cuda_gpu_kern_sum, cuda_gpu_trace, nvtx_kern_sum or nvtx_sum")
-        summaries, timelines, nvtx_sums = [], [], []
-        for block in blocks:
-            if block.report == "cuda_gpu_trace":
-                timelines.append(_trace(path, block))
-            elif block.report == "nvtx_sum":
-                nvtx_sums.append(_summary(path, block, NVTX_SUMMARY_COLUMNS))
-            else:
-                summaries.append(_summary(path, block, SUMMARY_COLUMNS))
-        timeline = pl.concat(timelines) if timelines else None
-        gpu = None
-        if timeline is not None and timeline["device_name"].drop_nulls().len():
-            gpu = timeline["device_name"].drop_nulls().mode().sort()[0]
-        return ReadResult(path=path, format=self.name, page="timeline" if timelines else "summary", tool="nsys",
-                          timeline=timeline, summaries=pl.concat(summaries) if summaries else None,
-                          nvtx_summaries=pl.concat(nvtx_sums) if nvtx_sums else None, gpu_name=gpu)
+        lines = read_text(path, "nsys stats --format csv output")
+        return result(path, self.name, self._blocks(path, lines), lines)
 
-    def _blocks(self, path: Path) -> list[_Block]:
-        base.refuse_oversized(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(path, "not UTF-8 text; expected nsys stats --format csv output") from None
-        blocks: list[_Block] = []
+    def _blocks(self, path: Path, lines: list[str]) -> list[Block]:
+        blocks: list[Block] = []
         announced: str | None = None
-        current: _Block | None = None
-        lines = text.splitlines()
-        # nsys ends every line it writes, the last one too: a file whose last line has no newline was
-        # cut short (a kernel name cut in two would otherwise be stored as a name, and the reports
-        # after the cut would be silently missing).
-        if text and not text.endswith(("\n", "\r")):
-            raise InputError(path, TRUNCATED_ROW, len(lines))
-        del text
+        current: Block | None = None
         for number, line in enumerate(lines, 1):
-            found = REPORT_LINE.match(line)
+            found = REPORT_LINE.match(line) or EXECUTING_LINE.match(line)
             if found:
-                announced, current = found["report"], None
+                announced, current = OLD_REPORTS.get(found["report"], found["report"]), None
                 continue
             if not line.strip() or line.startswith(("SKIPPED:", "NOTICE:", "Generating ", "WARNING:", " **", "**")):
                 current = None
                 continue
             fields = _parse_line(line)
             if current is None:
-                report = _report_of(fields) if fields else None
+                report = report_of(fields) if fields and len(fields) > 2 else None
                 if report is None:
                     continue   # other chatter between blocks
-                if announced in SIGNATURES or announced in ("gpukernsum", "nvtxsum", "gputrace"):
-                    report = {"gpukernsum": "cuda_gpu_kern_sum", "nvtxsum": "nvtx_sum",
-                              "gputrace": "cuda_gpu_trace"}.get(announced, announced)
-                current = _Block(report, fields, [], [])
+                current = Block(announced or report, fields, [], [], announced=announced is not None)
                 blocks.append(current)
                 continue
             if fields is None or len(fields) != len(current.header):
@@ -154,12 +184,113 @@ class NsysStatsCsv:
         return blocks
 
 
-def _scaled(header: list[str], name: str) -> tuple[int | None, float]:
+def csv_table_in(text: str) -> bool:
+    """A CSV header line of a report kwh reads within the first 200 lines."""
+    for line in text.splitlines()[:200]:
+        fields = _parse_line(line)
+        if fields and len(fields) > 2 and report_of(fields):
+            return True
+    return False
+
+
+# -- blocks to frames ----------------------------------------------------------------------------
+
+API_SUMMARY_COLUMNS = {
+    "api_name": pl.String, "calls": pl.Int64, "total_ns": pl.Float64, "avg_ns": pl.Float64,
+    "median_ns": pl.Float64, "min_ns": pl.Float64, "max_ns": pl.Float64, "stddev_ns": pl.Float64,
+    "time_pct": pl.Float64,
+}
+MEMORY_OP_COLUMNS = {
+    "operation": pl.String, "operations": pl.Int64, "total_ns": pl.Float64, "avg_ns": pl.Float64,
+    "median_ns": pl.Float64, "min_ns": pl.Float64, "max_ns": pl.Float64, "stddev_ns": pl.Float64,
+    "time_pct": pl.Float64, "total_bytes": pl.Float64, "avg_bytes": pl.Float64, "median_bytes": pl.Float64,
+    "min_bytes": pl.Float64, "max_bytes": pl.Float64, "stddev_bytes": pl.Float64,
+}
+NVTX_RANGE_COLUMNS = {
+    "report": pl.String, "nvtx_range": pl.String, "style": pl.String, "process_id": pl.Int64,
+    "thread_id": pl.Int64, "range_id": pl.Int64, "parent_id": pl.Int64, "level": pl.Int64,
+    "child_count": pl.Int64, "range_stack": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
+    "duration_ns": pl.Int64, "child_duration_ns": pl.Int64, "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64,
+    "gpu_duration_ns": pl.Int64, "gpu_op_count": pl.Int64,
+}
+KERNEL_REPORTS = ("cuda_gpu_kern_sum", "nvtx_kern_sum", "cuda_gpu_trace")
+READ_REPORTS = (*KERNEL_REPORTS, "nvtx_sum", "nvtx_gpu_proj_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
+                "cuda_api_sum", "nvtx_pushpop_trace", "nvtx_gpu_proj_trace")
+CUDA_API_NAME = re.compile(r"^cu[A-Z]|^cuda|^cu_")
+
+
+@dataclass
+class Frames:
+    summaries: list[pl.DataFrame] = field(default_factory=list)
+    timelines: list[pl.DataFrame] = field(default_factory=list)
+    nvtx_summaries: list[pl.DataFrame] = field(default_factory=list)
+    memory_time: list[Block] = field(default_factory=list)
+    memory_size: list[Block] = field(default_factory=list)
+    api: list[pl.DataFrame] = field(default_factory=list)
+    nvtx_ranges: list[pl.DataFrame] = field(default_factory=list)
+
+
+def result(path: Path, reader: str, blocks: list[Block], lines: list[str]) -> ReadResult:
+    """The ReadResult of a capture's blocks; reports kwh has no table for are passed over."""
+    frames = Frames()
+    for block in blocks:
+        if block.report not in READ_REPORTS:
+            continue      # osrt_sum and the like: announced by nsys, no table in kwh
+        if block.report == "cuda_api_sum" and not block.announced and not _all_cuda_api(block):
+            continue      # an unannounced osrt_sum: same columns as cuda_api_sum
+        _add(path, block, frames)
+    if not any((frames.summaries, frames.timelines, frames.nvtx_summaries, frames.memory_time, frames.memory_size,
+                frames.api, frames.nvtx_ranges)):
+        if any(SKIPPED_KERNELS.match(line) for line in lines):
+            raise InputError(path, NO_KERNEL_DATA)
+        raise InputError(path, "no nsys stats report table kwh reads found; expected nsys stats output of "
+                         + ", ".join(READ_REPORTS))
+    timeline = pl.concat(frames.timelines) if frames.timelines else None
+    gpu = None
+    if timeline is not None and timeline["device_name"].drop_nulls().len():
+        gpu = timeline["device_name"].drop_nulls().mode().sort()[0]
+    tables = {}
+    if frames.memory_time or frames.memory_size:
+        tables["memory_op_summaries"] = _memory_ops(path, frames.memory_time, frames.memory_size)
+    if frames.api:
+        tables["api_summaries"] = pl.concat(frames.api)
+    if frames.nvtx_ranges:
+        tables["nvtx_ranges"] = pl.concat(frames.nvtx_ranges)
+    return ReadResult(path=path, format=reader, page="timeline" if frames.timelines else "summary", tool="nsys",
+                      timeline=timeline, summaries=pl.concat(frames.summaries) if frames.summaries else None,
+                      nvtx_summaries=pl.concat(frames.nvtx_summaries) if frames.nvtx_summaries else None,
+                      gpu_name=gpu, tables=tables)
+
+
+def _all_cuda_api(block: Block) -> bool:
+    names = [_Row(Path(), block, i).text("Name") or "" for i in range(len(block.rows))]
+    return bool(names) and all(CUDA_API_NAME.match(n) for n in names)
+
+
+def _add(path: Path, block: Block, frames: Frames) -> None:
+    if block.report == "cuda_gpu_trace":
+        frames.timelines.append(_trace(path, block))
+    elif block.report in ("nvtx_sum", "nvtx_gpu_proj_sum"):
+        frames.nvtx_summaries.append(_summary(path, block, NVTX_SUMMARY_COLUMNS))
+    elif block.report == "cuda_gpu_mem_time_sum":
+        frames.memory_time.append(block)
+    elif block.report == "cuda_gpu_mem_size_sum":
+        frames.memory_size.append(block)
+    elif block.report == "cuda_api_sum":
+        frames.api.append(_api(path, block))
+    elif block.report in ("nvtx_pushpop_trace", "nvtx_gpu_proj_trace"):
+        frames.nvtx_ranges.append(_nvtx_ranges(path, block))
+    else:
+        frames.summaries.append(_summary(path, block, SUMMARY_COLUMNS))
+
+
+def _scaled(block: Block, name: str) -> tuple[int | None, float]:
     """Index of a column by base name, and the factor that turns its values into ns (or bytes)."""
-    for index, column in enumerate(header):
-        base, unit = _column(column)
-        if base == name:
-            return index, TIME_UNITS.get(unit or "ns", SIZE_UNITS.get(unit or "", 1.0))
+    for index, column in enumerate(block.header):
+        base_name, unit = column_name(column)
+        if base_name == name:
+            unit = unit or block.default_unit or "ns"
+            return index, TIME_UNITS.get(unit, SIZE_UNITS.get(unit, 1.0))
     return None, 1.0
 
 
@@ -167,51 +298,130 @@ def _scaled(header: list[str], name: str) -> tuple[int | None, float]:
 class _Row:
     """One row of a report block, read by column base name with units applied."""
     path: Path
-    block: _Block
+    block: Block
     index: int
 
     def text(self, name: str) -> str | None:
-        column, _ = _scaled(self.block.header, name)
+        column, _ = _scaled(self.block, name)
         cell = self.block.rows[self.index][column].strip() if column is not None else ""
-        return cell or None
+        return None if cell in NULL_CELLS else cell
 
     def value(self, name: str, scaled: bool = True) -> float | None:
-        column, factor = _scaled(self.block.header, name)
+        column, factor = _scaled(self.block, name)
         cell = self.text(name)
         if cell is None:
             return None
-        cell = cell.replace(",", "")
-        if cell in ("-", "N/A", "n/a"):
-            return None
+        cell = cell.replace(",", "")   # the console format prints thousands separators: "1,831,281"
         try:
             return float(cell) * (factor if scaled else 1.0)
         except ValueError:
-            raise InputError(self.path, f"{cell!r} is not a number", self.block.lines[self.index]) from None
+            raise InputError(self.path, f"{cell!r} is not a number (column {name} of {self.block.report})",
+                             self.block.lines[self.index]) from None
 
     def whole(self, name: str) -> int | None:
         number = self.value(name)
         return None if number is None else int(round(number))
 
 
-def _summary(path: Path, block: _Block, columns: dict) -> pl.DataFrame:
+def _summary(path: Path, block: Block, columns: dict) -> pl.DataFrame:
     rows = []
+    projection = block.report == "nvtx_gpu_proj_sum"
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
-        instances = row.value("Kern Inst") if block.report == "nvtx_kern_sum" else row.value("Instances")
-        total = row.value("Total Time")
+        if projection:
+            instances, total = row.value("Range Instances"), row.value("Total Proj Time")
+        elif block.report == "nvtx_kern_sum":
+            instances, total = row.value("Kern Inst"), row.value("Total Time")
+        else:
+            instances, total = row.value("Instances"), row.value("Total Time")
         if instances is None or total is None:
             raise InputError(path, f"{block.report} row without instances or total time", block.lines[i])
-        out = {"instances": int(instances), "total_ns": total, "avg_ns": row.value("Avg"),
-               "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
-               "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)}
+        prefix = "Proj " if projection else ""
+        out = {"instances": int(instances), "total_ns": total, "avg_ns": row.value(prefix + "Avg"),
+               "median_ns": row.value(prefix + "Med"), "min_ns": row.value(prefix + "Min"),
+               "max_ns": row.value(prefix + "Max"), "stddev_ns": row.value(prefix + "StdDev"),
+               "time_pct": None if projection else row.value("Time", scaled=False)}
         if columns is NVTX_SUMMARY_COLUMNS:
-            out.update(nvtx_range=row.text("Range"), style=row.text("Style"))
+            out.update(nvtx_range=row.text("Range"), style=row.text("Style"),
+                       time_basis="gpu projection" if projection else "cpu range")
         else:
             out.update(report=block.report, nvtx_range=row.text("NVTX Range"),
                        grid_dims=_dims_text(row.text("GridXYZ")), block_dims=_dims_text(row.text("BlockXYZ")),
                        kernel_name=row.text("Kernel Name") if block.report == "nvtx_kern_sum" else row.text("Name"))
+            if out["kernel_name"] is None:
+                raise InputError(path, f"{block.report} row without a kernel name", block.lines[i])
         rows.append(out)
     return pl.DataFrame(rows, schema=columns)
+
+
+def _api(path: Path, block: Block) -> pl.DataFrame:
+    rows = []
+    for i in range(len(block.rows)):
+        row = _Row(path, block, i)
+        calls, total, name = row.value("Num Calls"), row.value("Total Time"), row.text("Name")
+        if calls is None or total is None or name is None:
+            raise InputError(path, "cuda_api_sum row without a name, calls or total time", block.lines[i])
+        rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
+                     "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
+                     "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
+    return pl.DataFrame(rows, schema=API_SUMMARY_COLUMNS)
+
+
+def _memory_ops(path: Path, by_time: list[Block], by_size: list[Block]) -> pl.DataFrame:
+    """cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum joined by operation (either may be missing)."""
+    out: dict[str, dict] = {}
+    for block in by_time:
+        for i in range(len(block.rows)):
+            row = _Row(path, block, i)
+            operation = row.text("Operation") or row.text("Name")
+            if operation is None:
+                raise InputError(path, f"{block.report} row without an operation", block.lines[i])
+            entry = out.setdefault(operation, {"operation": operation})
+            entry.update(operations=row.whole("Count"), total_ns=row.value("Total Time"), avg_ns=row.value("Avg"),
+                         median_ns=row.value("Med"), min_ns=row.value("Min"), max_ns=row.value("Max"),
+                         stddev_ns=row.value("StdDev"), time_pct=row.value("Time", scaled=False))
+    for block in by_size:
+        for i in range(len(block.rows)):
+            row = _Row(path, block, i)
+            operation = row.text("Operation") or row.text("Name")
+            if operation is None:
+                raise InputError(path, f"{block.report} row without an operation", block.lines[i])
+            entry = out.setdefault(operation, {"operation": operation})
+            entry.setdefault("operations", row.whole("Count"))
+            entry.update(total_bytes=row.value("Total"), avg_bytes=row.value("Avg"), median_bytes=row.value("Med"),
+                         min_bytes=row.value("Min"), max_bytes=row.value("Max"), stddev_bytes=row.value("StdDev"))
+    return pl.DataFrame(list(out.values()), schema=MEMORY_OP_COLUMNS)
+
+
+def _nvtx_ranges(path: Path, block: Block) -> pl.DataFrame:
+    rows = []
+    projection = block.report == "nvtx_gpu_proj_trace"
+    for i in range(len(block.rows)):
+        row = _Row(path, block, i)
+        if projection:
+            start, duration = row.whole("Orig Start"), row.whole("Orig Duration")
+            gpu_start, gpu_duration = row.whole("Projected Start"), row.whole("Projected Duration")
+            if gpu_start is None or gpu_duration is None:
+                raise InputError(path, "nvtx_gpu_proj_trace row without a projected start or duration",
+                                 block.lines[i])
+            end = start + duration if start is not None and duration is not None else None
+            child = None
+        else:
+            start, end, duration = row.whole("Start"), row.whole("End"), row.whole("Duration")
+            if start is None or duration is None:
+                raise InputError(path, "nvtx_pushpop_trace row without a start or duration", block.lines[i])
+            gpu_start = gpu_duration = None
+            child = row.whole("DurChild")
+        rows.append({
+            "report": block.report, "nvtx_range": row.text("Name"), "style": row.text("Style"),
+            "process_id": row.whole("PID"), "thread_id": row.whole("TID"), "range_id": row.whole("RangeId"),
+            "parent_id": row.whole("ParentId"), "level": row.whole("Lvl"), "child_count": row.whole("NumChild"),
+            "range_stack": row.text("RangeStack"), "start_ns": start, "end_ns": end, "duration_ns": duration,
+            "child_duration_ns": child, "gpu_start_ns": gpu_start,
+            "gpu_end_ns": gpu_start + gpu_duration if gpu_start is not None else None,
+            "gpu_duration_ns": gpu_duration, "gpu_op_count": row.whole("NumGPUOps"),
+        })
+    return pl.DataFrame(rows, schema=NVTX_RANGE_COLUMNS)
 
 
 def _dims_text(text: str | None) -> str | None:
@@ -225,7 +435,7 @@ def _dims_text(text: str | None) -> str | None:
 DEVICE = re.compile(r"^(?P<name>.*?)\s*\((?P<id>\d+)\)$")
 
 
-def _trace(path: Path, block: _Block) -> pl.DataFrame:
+def _trace(path: Path, block: Block) -> pl.DataFrame:
     rows = []
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
@@ -246,5 +456,6 @@ def _trace(path: Path, block: _Block) -> pl.DataFrame:
             "registers_per_thread": row.whole("Reg/Trd"), "shared_mem_bytes": sum(shared) if shared else None,
             "bytes": row.whole("Bytes"), "kernel_name": name, "kernel_short_name": None, "kernel_mangled": None,
             "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
+            "framework_op_id": None, "op_dtypes": None, "op_args": None,   # not in the stats reports
         })
     return pl.DataFrame(rows, schema=TIMELINE_COLUMNS)
