@@ -311,7 +311,8 @@ def summary(warehouse: Warehouse, top):
     _require_warehouse(warehouse)
     (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
-    click.echo(f"\nTop {top} kernels by real GPU time (SM % and DRAM % weighted by it)\n" + format_table(top_cols, top_rows))
+    click.echo(f"\nTop {top} kernels by GPU time (real timeline time where a model has one; SM % and DRAM % "
+               "weighted by it)\n" + format_table(top_cols, top_rows))
     note = replay_note(replay_only(warehouse))
     if note:
         click.echo("\n" + note)
@@ -341,10 +342,11 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
       kwh kernels --model llama --limit 20 --csv > llama-kernels.csv
     """
     _require_warehouse(warehouse)
-    _print_rows(*kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit), fmt or "table")
-    note = replay_note(replay_only(warehouse, model))
-    if note:
-        click.echo(note, err=True)
+    columns, found = kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit)
+    _print_rows(columns, found, fmt or "table")
+    note = replay_note(replay_only(warehouse, model)) if found else None
+    if note and not fmt:          # CSV and JSON stay machine-readable; their time_basis column says it
+        click.echo("\n" + note)
 
 
 @main.command()
@@ -671,3 +673,47 @@ def report(warehouse: Warehouse, output, model, gpu, since):
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     click.echo(f"wrote {output} ({len(text) // 1024} KiB)")
+
+
+# kwh profile lives in kwarehouse.collect.command: it needs only click and the standard library, so a GPU
+# machine without the warehouse's dependencies runs the same command as `python3 -m kwarehouse.collect`.
+from kwarehouse.collect.command import profile as _profile_command  # noqa: E402
+
+main.add_command(_profile_command)
+
+
+@main.command("hot-kernels")
+@warehouse_options
+@click.option("--model", "models", multiple=True, help="Only this model; repeatable (merged into one regex).")
+@click.option("--top", type=click.IntRange(min=1), help="The N kernel functions with the most GPU time (default 10).")
+@click.option("--cover", "cover_pct", type=click.FloatRange(0, 100, min_open=True),
+              help="The kernel functions that cover PCT % of the GPU time.")
+@click.option("--per-model", is_flag=True, help="One selection and regex per model instead of one merged.")
+@click.option("--regex-only", is_flag=True, help="Print only the regex (one line per model with --per-model).")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.pass_obj
+def hot_kernels(warehouse: Warehouse, models, top, cover_pct, per_model, regex_only, fmt):
+    """The kernel functions with the most GPU time (fleet popularity, or --model's kernels) and the
+    ncu kernel-name regex that profiles them, as kwh profile builds it from a discovery pass.
+
+    \b
+    Example:
+      kwh hot-kernels --top 5
+      kwh hot-kernels --model gpt2 --cover 80 --regex-only
+    """
+    from kwarehouse.collect.hot_kernels import COLUMNS, hot_kernels as find
+    _require_warehouse(warehouse)
+    found = find(warehouse, tuple(models), top, cover_pct, per_model)
+    if regex_only:
+        for model, chosen in found.selections.items():
+            click.echo(chosen.regex if len(found.selections) == 1 else f"{model}\t{chosen.regex}")
+        return
+    rows = found.rows()
+    if fmt:
+        _print_rows(COLUMNS, rows, fmt)
+        return
+    _print_rows(COLUMNS[:-2], [r[:-2] for r in rows], "table")
+    for model, chosen in found.selections.items():
+        click.echo(f"\n{model}: {len(chosen.kernels)} of {chosen.seen} kernel functions, "
+                   f"{chosen.covered_pct:.1f} % of the GPU time\nregex: {chosen.regex}")

@@ -32,9 +32,11 @@ class HotKernels:
 
 
 def hot_kernels(warehouse, models: tuple[str, ...] = (), top: int | None = None, cover_pct: float | None = None,
-                per_model: bool = False) -> HotKernels:
-    """The selection per model (per_model) or merged over `models` (all models when empty)."""
-    con = warehouse.connect()
+                per_model: bool = False, con=None) -> HotKernels:
+    """The selection per model (per_model) or merged over `models` (all models when empty). `con`: an
+    open connection of the warehouse to use (several questions, one connection)."""
+    own = con is None
+    con = warehouse.connect() if own else con
     try:
         if models:
             marks = ", ".join("?" for _ in models)
@@ -47,7 +49,8 @@ def hot_kernels(warehouse, models: tuple[str, ...] = (), top: int | None = None,
             rows = con.execute("SELECT 'all models', kernel_base, gpu_time_ns, launches FROM kernel_popularity "
                                "WHERE level = 'kernel'").fetchall()
     finally:
-        con.close()
+        if own:
+            con.close()
     missing = [m for m in models if m not in {r[0] for r in rows}]
     if missing:
         raise KwhError(f"no kernels of model {', '.join(missing)} in the warehouse; kwh summary lists the models")
