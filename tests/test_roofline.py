@@ -199,3 +199,29 @@ def test_corpus_llama_gemm_at_the_bf16_roof_and_gpt2_bound_by_l2_or_tensor(corpu
     gpt2 = rows(corpus_11b, "SELECT DISTINCT limiter FROM roofline WHERE level = 'launch' AND model = 'gpt2' "
                             "AND kernel_base LIKE 'nvjet%'")
     assert {r[0] for r in gpt2} <= {"bf16 tensor", "L2"}
+
+
+# -- the report's roofline -------------------------------------------------------------------------------
+
+def test_the_report_draws_each_roof_and_places_tensor_kernels_by_their_tensor_flops(tmp_path):
+    import re
+
+    from kwarehouse import report
+    warehouse = Warehouse(tmp_path / "wh")
+    assert pipeline.ingest([TENSOR, CUPY, DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
+    text = report.build(warehouse)
+    chart = text[text.index("<h2>Roofline: NVIDIA H100 80GB HBM3"):]
+    chart = chart[:chart.index("</svg>")]
+    roofs = re.findall(r"<title>([^<]*) roof ([0-9.]+[TPG]?)(?:FLOP|B)/s", chart)
+    names = [name for name, _ in roofs]
+    assert {"DRAM", "L2", "fp32 CUDA-core", "fp64 CUDA-core"} <= set(names)
+    assert any("bf16" in name and "tensor" in name for name in names)
+    # the nvjet QKV GEMM sits at hundreds of TFLOP/s, not at its epilogue's ~0.2 TFLOP/s
+    qkv = re.search(r"<title>nvjet_sm90_tst_192x96[^<]*?, ([0-9.]+)TFLOP/s; roof bf16 tensor, limited by bf16 tensor",
+                    chart)
+    assert qkv and float(qkv.group(1)) > 100
+    # compiled_mlp's GEMM, with no tensor FLOPs counted, is listed, not drawn
+    assert not re.search(r"<circle[^>]*><title>nvjet_sm90_tst_256x128", chart)
+    unplaced = text[text.index("<h2>Kernels not on the roofline: NVIDIA H100 80GB HBM3"):]
+    assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT" in unplaced.split("</table>")[0]
+    assert "tensor-core work not counted" in unplaced.split("</table>")[0]

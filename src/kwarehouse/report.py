@@ -70,10 +70,16 @@ def _frame(title_x: str, title_y: str, body: str, width: int = WIDTH, height: in
             f'class="axis">{_esc(title_y)}</text></svg>')
 
 
-def roofline_svg(points: list[dict], peak_flops: float, peak_bw: float, libraries: list[str]) -> str:
-    """Log-log roofline: points (intensity, flop/s, size, library, label) under the roofs."""
-    x_values = [p["x"] for p in points] + [peak_flops / peak_bw]
-    y_values = [p["y"] for p in points] + [peak_flops]
+def roofline_svg(points: list[dict], compute_roofs: list[tuple[str, float]], memory_roofs: list[tuple[str, float]],
+                 libraries: list[str]) -> str:
+    """Log-log roofline of one GPU: points (x = FLOP per DRAM byte, y = achieved FLOP/s, size, library,
+    label) under every compute roof (name, FLOP/s: each tensor dtype present and the CUDA-core FP32/FP64
+    roofs) and memory roof (name, bytes/s: DRAM, and L2 where measured, dashed: it bounds a kernel at its
+    L2 intensity, which the tooltip gives)."""
+    top_flops = max(f for _, f in compute_roofs)
+    dram = dict(memory_roofs).get("DRAM") or max(b for _, b in memory_roofs)
+    x_values = [p["x"] for p in points] + [f / dram for _, f in compute_roofs]
+    y_values = [p["y"] for p in points] + [f for _, f in compute_roofs]
     x_lo, x_hi = 10 ** math.floor(math.log10(min(x_values) / 2)), 10 ** math.ceil(math.log10(max(x_values) * 4))
     y_lo, y_hi = 10 ** math.floor(math.log10(min(y_values) / 2)), 10 ** math.ceil(math.log10(max(y_values) * 2))
     left, right, top, bottom = MARGIN["left"], WIDTH - MARGIN["right"], MARGIN["top"], HEIGHT - MARGIN["bottom"]
@@ -89,12 +95,35 @@ def roofline_svg(points: list[dict], peak_flops: float, peak_bw: float, librarie
         y = sy(10 ** exponent)
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" class="grid"/>'
                      f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{_fmt(10 ** exponent)}</text>')
-    ridge = peak_flops / peak_bw
-    memory_roof = [(x_lo, x_lo * peak_bw), (ridge, peak_flops)]
-    parts.append(f'<polyline points="{sx(memory_roof[0][0]):.1f},{sy(max(memory_roof[0][1], y_lo)):.1f} '
-                 f'{sx(ridge):.1f},{sy(peak_flops):.1f} {sx(x_hi):.1f},{sy(peak_flops):.1f}" class="roof">'
-                 f'<title>memory roof {_fmt(peak_bw)}B/s; compute roof {_fmt(peak_flops)}FLOP/s</title></polyline>')
-    parts.append(f'<line x1="{sx(ridge):.1f}" y1="{sy(peak_flops):.1f}" x2="{sx(ridge):.1f}" y2="{bottom}" class="ridge"/>'
+    # memory roofs: a slope from the left edge up to the highest compute roof
+    for name, bandwidth in memory_roofs:
+        start_x = max(x_lo, y_lo / bandwidth)
+        end_x = top_flops / bandwidth
+        dashed = ' stroke-dasharray="6,4"' if name != "DRAM" else ""
+        parts.append(f'<line x1="{sx(start_x):.1f}" y1="{sy(start_x * bandwidth):.1f}" x2="{sx(end_x):.1f}" '
+                     f'y2="{sy(top_flops):.1f}" class="roof"{dashed}><title>{_esc(name)} roof {_fmt(bandwidth)}B/s'
+                     f'</title></line><text x="{sx(start_x) + 4:.1f}" y="{sy(start_x * bandwidth) - 4:.1f}" '
+                     f'class="tick">{_esc(name)} {_fmt(bandwidth)}B/s</text>')
+    # compute roofs: flat from where the DRAM slope meets them; roofs within 2 % share a line (bf16 and
+    # fp16 on most GPUs); a label too close to the one above moves left
+    merged: list[tuple[str, float]] = []
+    for name, flops in sorted(compute_roofs, key=lambda r: -r[1]):
+        if merged and flops > 0.98 * merged[-1][1]:
+            merged[-1] = (f"{merged[-1][0].replace(' tensor', '')}/{name}", merged[-1][1])
+        else:
+            merged.append((name, flops))
+    last_y, shift = None, 0
+    for name, flops in merged:
+        ridge = flops / dram
+        y = sy(flops)
+        shift = shift + 230 if last_y is not None and y - last_y < 14 and shift == 0 else 0
+        last_y = y
+        parts.append(f'<line x1="{sx(ridge):.1f}" y1="{y:.1f}" x2="{sx(x_hi):.1f}" y2="{y:.1f}" '
+                     f'class="roof"><title>{_esc(name)} roof {_fmt(flops)}FLOP/s; ridge {ridge:.3g} FLOP/B</title>'
+                     f'</line><text x="{right - 4 - shift}" y="{y - 4:.1f}" text-anchor="end" class="tick">'
+                     f'{_esc(name)} {_fmt(flops)}FLOP/s</text>')
+    ridge = top_flops / dram
+    parts.append(f'<line x1="{sx(ridge):.1f}" y1="{sy(top_flops):.1f}" x2="{sx(ridge):.1f}" y2="{bottom}" class="ridge"/>'
                  f'<text x="{sx(ridge) + 4:.1f}" y="{bottom - 6}" class="tick">ridge {ridge:.3g} FLOP/B</text>')
     biggest = max(p["size"] for p in points) or 1
     for p in sorted(points, key=lambda p: -p["size"]):
@@ -204,28 +233,9 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
         if not libraries:
             latest = []
             raise _Empty
-        # roofline per GPU
+        # roofline per GPU (the roofline view: tensor FLOPs where counted or known from op shapes)
         for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
-            points = q("SELECT kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
-                       "sum(flops) / nullif(sum(duration_ns) * 1e-9, 0), sum(duration_ns), avg(peak_flops_per_s), "
-                       "avg(peak_dram_bytes_per_s) FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND {where} "
-                       "GROUP BY kernel_id", gpu_name=gpu)
-            peaks = [(r[6], r[7]) for r in points if r[6] and r[7]]
-            shown = [dict(x=r[3], y=r[4], size=r[5], library=r[2],
-                          label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP/B, {_fmt(r[4])}FLOP/s, {r[5] / 1e3:,.1f} us")
-                     for r in points if r[3] and r[4] and r[3] > 0 and r[4] > 0]
-            if not peaks or not shown:
-                continue
-            peak_flops = sum(p[0] for p in peaks) / len(peaks)
-            peak_bw = sum(p[1] for p in peaks) / len(peaks)
-            hidden = len(points) - len(shown)
-            sections.append(_section(
-                f"Roofline: {gpu}",
-                "each dot is a kernel identity, sized by its GPU time and colored by library (legend below); dots "
-                "near the slanted memory roof are bandwidth-bound, near the flat compute roof compute-bound, far "
-                f"below both latency-bound. FLOPs are CUDA-core FLOPs: {hidden} kernel(s) with none (tensor-core "
-                "or data-movement work) are not drawn.",
-                roofline_svg(shown, peak_flops, peak_bw, libraries) + _legend(libraries)))
+            sections.extend(_roofline_sections(q, gpu, libraries))
         popular = q("SELECT kernel_base, library, sum(duration_ns) AS ns, count(DISTINCT model) AS models, count(*), "
                     "kernel_id, any_value(kernel_signature) FROM kernels WHERE {where} "
                     "GROUP BY kernel_id, kernel_base, library ORDER BY ns DESC LIMIT 15")
@@ -304,6 +314,57 @@ def _unique_labels(items: list[tuple[str, str]], width: int = 40) -> list[str]:
     short = [name if len(name) <= width else name[:width - 1] + "…" for name, _ in items]
     return [f"{label} #{kernel_id[:6]}" if short.count(label) > 1 else label
             for label, (_, kernel_id) in zip(short, items)]
+
+
+def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
+    """One GPU's roofline chart (kernel identities placed by the roofline view, under the tensor roof of
+    each dtype present, the CUDA-core FP32/FP64 roofs, DRAM and L2) and the list of kernels it cannot
+    place: no FLOPs are drawn at zero."""
+    placed = q("SELECT kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
+               "sum(flops) / nullif(sum(duration_ns) * 1e-9, 0), sum(duration_ns), arg_max(roof, duration_ns), "
+               "arg_max(limiter, duration_ns), sum(pct_of_roof * duration_ns) / nullif(sum(duration_ns), 0), "
+               "sum(flops) / nullif(sum(l2_bytes), 0) "
+               "FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NOT NULL AND {where} "
+               "GROUP BY kernel_id", gpu_name=gpu)
+    shown = [dict(x=r[3], y=r[4], size=r[5], library=r[2],
+                  label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP per DRAM byte"
+                        + (f", {r[9]:.3g} per L2 byte" if r[9] else "")
+                        + f", {_fmt(r[4])}FLOP/s; roof {r[6]}, limited by {r[7]} at {r[8] or 0:.0f}% of it; "
+                        f"{r[5] / 1e3:,.1f} us")
+             for r in placed if r[3] and r[4] and r[3] > 0 and r[4] > 0]
+    roofs = q("SELECT roof, avg(peak_flops_per_s) FROM roofline WHERE level = 'launch' AND gpu = $gpu_name "
+              "AND roof LIKE '% tensor' AND flops > 0 AND {where} GROUP BY roof ORDER BY 2 DESC", gpu_name=gpu)
+    cuda_core = q("SELECT avg(peak_fp32_flops_per_s), avg(peak_fp64_flops_per_s), avg(peak_dram_bytes_per_s), "
+                  "avg(peak_l2_bytes_per_s) FROM kernels WHERE gpu = $gpu_name AND {where}", gpu_name=gpu)
+    fp32, fp64, dram, l2 = cuda_core[0] if cuda_core else (None, None, None, None)
+    compute_roofs = [(name, flops) for name, flops in [*roofs, ("fp32 CUDA-core", fp32), ("fp64 CUDA-core", fp64)]
+                     if flops]
+    memory_roofs = [(name, bandwidth) for name, bandwidth in (("DRAM", dram), ("L2", l2)) if bandwidth]
+    unplaced = q("SELECT min(kernel_base), min(library), min(unplaced_reason), count(*), sum(duration_ns) "
+                 "FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NULL "
+                 "AND unplaced_reason <> 'no floating-point work' AND {where} "
+                 "GROUP BY kernel_id ORDER BY 5 DESC LIMIT 15", gpu_name=gpu)
+    sections = []
+    if shown and compute_roofs and memory_roofs:
+        sections.append(_section(
+            f"Roofline: {gpu}",
+            "each dot is a kernel identity, sized by its ncu GPU time and colored by library (legend below), at "
+            "its FLOPs per DRAM byte and achieved FLOP/s: tensor-core FLOPs where ncu counted them or the op's "
+            "shapes give them, plus CUDA-core FLOPs. Flat lines: the dense tensor roof of each dtype present and "
+            "the CUDA-core FP32/FP64 roofs (ncu's peaks at the clock it measured); slopes: DRAM, and L2 (dashed) "
+            "where ncu measured it. The tooltip names the roof that limits the kernel (the lowest of its compute "
+            "roof and each level's bandwidth x intensity) and the share of it reached.",
+            roofline_svg(shown, compute_roofs, memory_roofs, libraries) + _legend(libraries)))
+    if unplaced:
+        sections.append(_section(
+            f"Kernels not on the roofline: {gpu}",
+            "kernels the roofline cannot place, by ncu GPU time: 'tensor-core work not counted' is a GEMM, conv "
+            "or attention kernel profiled without ncu's SpeedOfLight_HierarchicalTensorRooflineChart section "
+            "and without op shapes (it would sit at its epilogue's ~0 FLOP/s); 'no FLOP count': ncu collected "
+            "no FLOP counters. Kernels that do no floating-point work are left out.",
+            _table(["kernel", "library", "why", "launches", "ncu time (us)"],
+                   [(r[0], r[1], r[2], r[3], round(r[4] / 1e3, 1)) for r in unplaced])))
+    return sections
 
 
 def _stall_shares_sql() -> str:
