@@ -120,14 +120,19 @@ def test_kernel_base_is_completed_from_known_scopes():
 
 def test_identity_of_every_distinct_corpus_name(golden):
     lib, ops = classify.builtin_rules("library"), classify.builtin_rules("op_class")
+    impl = classify.builtin_rules("implementation")
     out = []
     for name in distinct_names():
         ident = identity.identify(name)
         values = {"kernel_name": ident.kernel_name, "kernel_base": ident.kernel_base,
                   "kernel_signature": ident.kernel_signature}
-        out.append((name, ident.kernel_base, ident.kernel_signature, ident.kernel_id,
-                    classify.classify(lib, values), classify.classify(ops, values)))
-    golden("kernel_identity", ["name", "kernel_base", "kernel_signature", "kernel_id", "library", "op_class"], out)
+        library = classify.classify(lib, values)
+        implementation = classify.classify(impl, values)
+        out.append((name, ident.kernel_base, ident.kernel_signature, ident.kernel_id, library,
+                    classify.classify(ops, values),
+                    library if implementation == classify.UNKNOWN else implementation))
+    golden("kernel_identity", ["name", "kernel_base", "kernel_signature", "kernel_id", "library", "op_class",
+                               "implementation"], out)
 
 
 # -- classification ------------------------------------------------------------------------------
@@ -146,7 +151,7 @@ def test_every_corpus_kernel_gets_a_named_library_and_op_class():
     ("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", "cuBLAS", "gemm"),
     ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "cuDNN", "conv"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0", "cuDNN", "attention"),
-    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(T1::Params)", "CUTLASS", "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(T1::Params)", "cuBLAS", "gemm"),
     ("triton_red_fused__fused_rms_norm_0", "Triton", "normalization"),
     ("triton_poi_fused__unsafe_view_mul_silu_1", "Triton", "elementwise"),
     ("void native::<unnamed>::cunn_SoftMaxForward<4, float, float, float, native::<unnamed>::LogSoftMaxForwardEpilogue>(T4 *, const T2 *, int)", "PyTorch ATen", "softmax"),

@@ -1,8 +1,9 @@
-"""Library, op class and math dtype of each kernel, from ordered rule files (library_rules.csv,
-op_class_rules.csv, math_dtype_rules.csv).
+"""Library, implementation, op class and math dtype of each kernel, from ordered rule files
+(library_rules.csv, implementation_rules.csv, op_class_rules.csv, math_dtype_rules.csv).
 
 A rule is (field, pattern, label): the first rule whose regular expression is found in the named
-field of a kernel decides its label; no match gives `unknown`. A warehouse may carry its own rules
+field of a kernel decides its label; no match gives `unknown` (for implementation: the library,
+which wrote the kernels no implementation rule names). A warehouse may carry its own rules
 in <warehouse>/normalize/<same file name>; they are tried before the built-in ones.
 """
 
@@ -21,8 +22,8 @@ UNKNOWN = "unknown"
 RULE_FIELDS = ("base", "signature", "name", "framework_op", "nvtx_path")
 FIELD_COLUMNS = {"base": "kernel_base", "signature": "kernel_signature", "name": "kernel_name",
                  "framework_op": "framework_op", "nvtx_path": "nvtx_path"}
-RULE_FILES = {"library": "library_rules.csv", "op_class": "op_class_rules.csv",
-              "math_dtype": "math_dtype_rules.csv"}
+RULE_FILES = {"library": "library_rules.csv", "implementation": "implementation_rules.csv",
+              "op_class": "op_class_rules.csv", "math_dtype": "math_dtype_rules.csv"}
 
 
 @dataclass(frozen=True)
