@@ -28,11 +28,13 @@ VLLM = DATA / "text-nsys-vllm-truncated/stats_column.txt"            # nsys stat
 NO_KERNELS = DATA / "text-nsys-l40s-nokernels/stats_stdout.txt"      # nsys stats stdout, kernel report SKIPPED
 PUSHPOP = DATA / "csv-nsys-xla-pushpop/output_nvtx_pushpop_trace.csv"
 NO_KERNEL_DATA = DATA / "bad/nsys_stats_no_kernel_data.txt"
+OLD = DATA / "text-nsys-old-paddle/stats_console.txt"             # nsys 2021-era --stats=true tables
 
 
 def test_each_capture_is_claimed_by_its_reader_only():
     for path, name in ((A100, "nsys-text"), (DERIVATIVE, "nsys-text"), (PROJECTION, "nsys-text"), (VLLM, "nsys-text"),
-                       (NO_KERNELS, "nsys-text"), (NO_KERNEL_DATA, "nsys-text"), (PUSHPOP, "nsys-stats-csv")):
+                       (NO_KERNELS, "nsys-text"), (NO_KERNEL_DATA, "nsys-text"), (OLD, "nsys-text"),
+                       (PUSHPOP, "nsys-stats-csv")):
         assert ingest.sniff(path).name == name, path
     # the CSV stats captures and the ncu console text stay with their own readers
     for path in (DATA / "nsys-stats-derived-a100/stats_stdout.csv", DATA / "text-ncu-gpt2-h100/gpt2.ncu-console.txt"):
@@ -186,3 +188,19 @@ def test_tables_in_the_warehouse(tmp_path):
     assert rows(warehouse, "SELECT sum(calls) FROM api_summaries WHERE api_name = 'cudaLaunchKernel'") == [(9,)]
     assert rows(warehouse, "SELECT count(*), sum(operations) FROM memory_op_summaries") == [(2, 27)]
     assert rows(warehouse, "SELECT DISTINCT time_basis FROM nvtx_summaries") == [("cpu range",)]
+
+
+def test_pre_2022_console_tables_by_title_and_unit():
+    """nsys before 2022 printed "CUDA Kernel Statistics (nanoseconds)" over unit-less "Time(%)", "Average",
+    "Calls", "Operations" headers, and the memory sizes in KiB."""
+    result = ingest.read(OLD)
+    kernels, api = result.summaries, result.tables["api_summaries"]
+    assert set(kernels["report"]) == {"cuda_gpu_kern_sum"} and kernels.height == 27
+    # one launch call per kernel launch, both in the same capture
+    assert kernels["instances"].sum() == 136 == api.filter(pl.col("api_name") == "cudaLaunchKernel")["calls"].item()
+    first = kernels.row(0, named=True)
+    assert (first["total_ns"], first["avg_ns"], first["min_ns"], first["max_ns"], first["median_ns"]) == (
+        58366.0, 9727.7, 2784.0, 17215.0, None)       # no median column then
+    memory = {m["operation"]: m for m in result.tables["memory_op_summaries"].rows(named=True)}
+    htod = memory["[CUDA memcpy HtoD]"]
+    assert (htod["operations"], htod["total_ns"], htod["total_bytes"]) == (215, 279581.0, 1454.730 * 1024)
