@@ -1,12 +1,13 @@
 -- Compulsory bytes of each ncu launch's framework op: the unique bytes it must read and write (inputs + output, from the op's input shapes and element size), the floor of its DRAM traffic, for the reuse test of the bottleneck classes.
 -- Only for streaming op classes (elementwise, copy/transpose, normalization, softmax, reduction, gather/scatter)
--- where the output follows from the inputs: the largest input's size (elementwise, copies, normalization,
--- softmax), the sum of the inputs (aten::cat), or next to nothing (reductions). GEMMs, convolutions and
+-- where the output follows from the inputs: the largest input's size (elementwise, normalization, softmax),
+-- already among the inputs (aten::copy_ writes its first input), self written back (in-place ops), the sum of
+-- the inputs (aten::cat), or next to nothing (reductions). GEMMs, convolutions and
 -- attention reuse their inputs by design and are judged on FLOPs instead. Up to 6 tensors of up to 6 dims are
 -- read from op_shapes ("[[4, 256, 768], [768], []]"; "[]" is a scalar). The element size is that of the
 -- kernel's math dtype (a copy that converts dtypes is counted at its compute dtype: compulsory_basis says so).
 WITH ops AS (
-    SELECT run_id, launch_id, framework_op, op_shapes, op_class, math_dtype,
+    SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype,
            CASE math_dtype WHEN 'fp64' THEN 8 WHEN 'fp32' THEN 4 WHEN 'tf32' THEN 4 WHEN 'bf16' THEN 2 WHEN 'fp16' THEN 2
                            WHEN 'fp8_e4m3' THEN 1 WHEN 'fp8_e5m2' THEN 1 WHEN 'int8' THEN 1 END AS element_bytes
     FROM kernels
@@ -24,11 +25,11 @@ WITH ops AS (
     FROM ops
 ), unnested AS (
     -- one row per (launch, tensor position k) with the k-th tensor's dims
-    SELECT run_id, launch_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
+    SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
            CASE k WHEN 0 THEN t0 WHEN 1 THEN t1 WHEN 2 THEN t2 WHEN 3 THEN t3 WHEN 4 THEN t4 ELSE t5 END AS dims
     FROM tensors CROSS JOIN (VALUES (0), (1), (2), (3), (4), (5)) AS positions (k)
 ), sized AS (
-    SELECT run_id, launch_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
+    SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
            CASE WHEN dims = '' THEN 0 ELSE
                coalesce(TRY_CAST(nullif(split_part(dims, ', ', 1), '') AS DOUBLE), 1)
                * coalesce(TRY_CAST(nullif(split_part(dims, ', ', 2), '') AS DOUBLE), 1)
@@ -38,23 +39,32 @@ WITH ops AS (
                * coalesce(TRY_CAST(nullif(split_part(dims, ', ', 6), '') AS DOUBLE), 1) END AS numel
     FROM unnested
 ), per_op AS (
-    SELECT run_id, launch_id, min(framework_op) AS framework_op, min(op_shapes) AS op_shapes, min(op_class) AS op_class,
+    SELECT run_id, launch_id, min(model) AS model, min(gpu) AS gpu, min(kernel_id) AS kernel_id, min(framework_op) AS framework_op, min(op_shapes) AS op_shapes, min(op_class) AS op_class,
            min(math_dtype) AS math_dtype, min(element_bytes) AS element_bytes,
-           sum(numel) AS input_numel, max(numel) AS largest_input_numel
+           sum(numel) AS input_numel, max(numel) AS largest_input_numel,
+           max(CASE WHEN k = 0 THEN numel END) AS first_input_numel
     FROM sized
     GROUP BY run_id, launch_id
 )
-SELECT run_id, launch_id, framework_op, op_shapes, op_class, math_dtype,
+SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype,
        input_numel * element_bytes AS input_bytes,
-       CASE WHEN framework_op = 'aten::cat' THEN input_numel
-            WHEN op_class = 'reduction' THEN 0
-            ELSE largest_input_numel END * element_bytes AS output_bytes,
-       (input_numel + CASE WHEN framework_op = 'aten::cat' THEN input_numel
-                           WHEN op_class = 'reduction' THEN 0
-                           ELSE largest_input_numel END) * element_bytes AS compulsory_bytes,
-       concat(framework_op, ' ', op_shapes, ' x ', CAST(element_bytes AS VARCHAR), ' B (', math_dtype, '): inputs + ',
-              CASE WHEN framework_op = 'aten::cat' THEN 'output = their sum'
-                   WHEN op_class = 'reduction' THEN 'a reduced output'
-                   ELSE 'output = the largest input' END) AS compulsory_basis
-FROM per_op
+       output_numel * element_bytes AS output_bytes,
+       (input_numel + output_numel) * element_bytes AS compulsory_bytes,
+       concat(framework_op, ' ', op_shapes, ' x ', CAST(element_bytes AS VARCHAR), ' B (', math_dtype, '): ', output_rule) AS compulsory_basis
+FROM (
+    SELECT *,
+           -- copy_(self, src): self is only written, so the inputs already hold the output; an in-place op
+           -- (add_, mul_) reads and writes self; cat writes the sum of its inputs; a reduction next to nothing
+           CASE WHEN framework_op = 'aten::copy_' THEN 0
+                WHEN framework_op = 'aten::cat' THEN input_numel
+                WHEN op_class = 'reduction' THEN 0
+                WHEN right(framework_op, 1) = '_' THEN first_input_numel
+                ELSE largest_input_numel END AS output_numel,
+           CASE WHEN framework_op = 'aten::copy_' THEN 'source read + destination written (a dtype-converting copy moves more than this says)'
+                WHEN framework_op = 'aten::cat' THEN 'inputs + output = their sum'
+                WHEN op_class = 'reduction' THEN 'inputs + a reduced output'
+                WHEN right(framework_op, 1) = '_' THEN 'inputs + self written back (in place)'
+                ELSE 'inputs + output = the largest input' END AS output_rule
+    FROM per_op
+) sized_op
 WHERE element_bytes IS NOT NULL AND input_numel > 0
