@@ -12,9 +12,11 @@ import shutil
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kwarehouse import ingest, pipeline
-from kwarehouse.errors import InputError
+from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import nsys_stats_csv, nsys_text
 from kwarehouse.ingest.nsys_stats_csv import Block
 from kwarehouse.store import Warehouse
@@ -157,15 +159,25 @@ def test_bad_input_gets_one_line_and_the_rest_of_the_ingest_goes_in(tmp_path):
     header = next(i for i, line in enumerate(lines) if "Executing 'cuda_gpu_kern_sum'" in line) + 3
     (folder / "cut_after_header.txt").write_text("".join(lines[: header + 1]))   # header and dashes, no rows
     (folder / "cut_in_a_line.txt").write_text("".join(lines[: header + 1]) + lines[header + 1][:40])
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    warehouse = Warehouse(tmp_path / "wh")
+    report = pipeline.ingest([folder, DATA / "text-nsys-derivative-proj", DATA / "csv-nsys-xla-pushpop"], warehouse)
     messages = sorted(report.failed)                # one line each
     assert len(report.failed) == 3, messages
     assert any(m.endswith("nokernels.txt: this nsys report has no CUDA kernel data") for m in messages), messages
     assert any("cut_after_header.txt:" in m and "header but no rows" in m for m in messages), messages
     assert any("cut_in_a_line.txt:" in m and "file ends in the middle of a line" in m for m in messages), messages
     assert all("\n" not in m for m in messages)
-    got = rows(Warehouse(tmp_path / "wh"), "SELECT count(*), sum(instances) FROM kernel_summaries")
-    assert got == [(1, 1010)]
+    got = rows(warehouse, "SELECT model, count(*), sum(instances) FROM kernel_summaries GROUP BY 1 ORDER BY 1")
+    assert got == [("mixed", 1, 1010), ("text-nsys-derivative-proj", 9, 9)]
+    # the new tables, as the views show them
+    assert rows(warehouse, "SELECT report, count(*), sum(gpu_duration_ns) FROM nvtx_ranges GROUP BY 1 ORDER BY 1") == [
+        ("nvtx_gpu_proj_trace", 10, 1373678 + 4416 + 4128 + 1792 + 4032 + 3840 + 1824 + 4032 + 3904 + 1888),
+        ("nvtx_pushpop_trace", 2, None)]
+    assert rows(warehouse, "SELECT model, sum(calls) FROM api_summaries WHERE api_name = 'cudaLaunchKernel' "
+                           "GROUP BY 1 ORDER BY 1") == [("mixed", 1010), ("text-nsys-derivative-proj", 9)]
+    assert rows(warehouse, "SELECT count(*), sum(operations) FROM memory_op_summaries "
+                           "WHERE model = 'text-nsys-derivative-proj'") == [(2, 27)]
+    assert rows(warehouse, "SELECT DISTINCT time_basis FROM nvtx_summaries") == [("cpu range",)]
 
 
 def test_text_that_is_not_a_capture_is_not_claimed(tmp_path):
@@ -176,18 +188,6 @@ def test_text_that_is_not_a_capture_is_not_claimed(tmp_path):
         ingest.read(notes, format="nsys-text")
     readme = DATA / "README.md"
     assert ingest.sniff(readme) is None
-
-
-def test_tables_in_the_warehouse(tmp_path):
-    warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([DATA / "text-nsys-derivative-proj", DATA / "csv-nsys-xla-pushpop"], warehouse)
-    assert report.failed == []
-    assert rows(warehouse, "SELECT report, count(*), sum(gpu_duration_ns) FROM nvtx_ranges GROUP BY 1 ORDER BY 1") == [
-        ("nvtx_gpu_proj_trace", 10, 1373678 + 4416 + 4128 + 1792 + 4032 + 3840 + 1824 + 4032 + 3904 + 1888),
-        ("nvtx_pushpop_trace", 2, None)]
-    assert rows(warehouse, "SELECT sum(calls) FROM api_summaries WHERE api_name = 'cudaLaunchKernel'") == [(9,)]
-    assert rows(warehouse, "SELECT count(*), sum(operations) FROM memory_op_summaries") == [(2, 27)]
-    assert rows(warehouse, "SELECT DISTINCT time_basis FROM nvtx_summaries") == [("cpu range",)]
 
 
 def test_pre_2022_console_tables_by_title_and_unit():
@@ -204,3 +204,22 @@ def test_pre_2022_console_tables_by_title_and_unit():
     memory = {m["operation"]: m for m in result.tables["memory_op_summaries"].rows(named=True)}
     htod = memory["[CUDA memcpy HtoD]"]
     assert (htod["operations"], htod["total_ns"], htod["total_bytes"]) == (215, 279581.0, 1454.730 * 1024)
+
+
+@settings(max_examples=80, deadline=20_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.sampled_from([A100, DERIVATIVE, PROJECTION, VLLM, NO_KERNELS, OLD, PUSHPOP]),
+       cut=st.integers(min_value=0, max_value=8_000), noise=st.binary(max_size=64),
+       where=st.floats(min_value=0, max_value=1))
+def test_damaged_captures_give_a_table_or_one_clean_line(tmp_path, seed, cut, noise, where):
+    """Real captures cut short and with bytes spliced in: a result, or one InputError line naming the file."""
+    data = seed.read_bytes()
+    data = data[: max(1, len(data) - cut)]
+    at = int(where * len(data))
+    path = tmp_path / seed.name
+    path.write_bytes(data[:at] + noise + data[at:])
+    try:
+        result = ingest.read(path)
+    except KwhError as exc:
+        assert "\n" not in str(exc) and str(path) in str(exc)
+        return
+    assert result.path == path
