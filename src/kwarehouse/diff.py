@@ -4,7 +4,8 @@ A side is one run id (or a unique prefix of one) or a selector `key=value[,key=v
 model, gpu, date (the run date), tool, or tag.NAME. Each side's time of a kernel identity is its GPU
 time per run, averaged over the side's runs (a run without the kernel counts as 0), so sides with
 different numbers of runs compare fairly. ncu runs compare through `kernels` (with their bottleneck
-class); nsys and PyTorch-trace runs through `kernel_launches`.
+class); nsys and PyTorch-trace runs through `kernel_launches` (real GPU time), and an nsys run exported
+as `nsys stats` only through its kernel summary.
 
 With two or more runs on both sides each kernel gets a significance note from Welch's t statistic
 over its per-run times (|t| >= 2: significant); with one run on a side there is no estimate.
@@ -161,11 +162,30 @@ def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: flo
     return result
 
 
+# Timeline runs: their launches, or for an nsys run exported as `nsys stats` only, its kernel summary.
+TIMELINE_TIME = """
+SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches
+WHERE list_contains(?, run_id) AND activity = 'kernel' GROUP BY ALL
+UNION ALL
+SELECT kernel_id, run_id, sum(total_ns) FROM kernel_summaries
+WHERE list_contains(?, run_id) AND report = 'cuda_gpu_kern_sum'
+  AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches) GROUP BY ALL
+"""
+TIMELINE_NAMES = """
+SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM (
+    SELECT kernel_id, kernel_base, library, op_class FROM kernel_launches WHERE list_contains(?, run_id)
+    UNION ALL
+    SELECT kernel_id, kernel_base, library, op_class FROM kernel_summaries WHERE list_contains(?, run_id))
+GROUP BY kernel_id
+"""
+
+
 def _per_run(con, runs: list[str], timeline: bool) -> dict[str, dict[str, float]]:
-    table = "kernel_launches" if timeline else "kernels"
-    only_kernels = "AND activity = 'kernel'" if timeline else ""
-    rows = con.execute(f"SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM {table} "
-                       f"WHERE list_contains(?, run_id) {only_kernels} GROUP BY ALL", [runs]).fetchall()
+    if timeline:
+        rows = con.execute(TIMELINE_TIME, [runs, runs]).fetchall()
+    else:
+        rows = con.execute("SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM kernels "
+                           "WHERE list_contains(?, run_id) GROUP BY ALL", [runs]).fetchall()
     out: dict[str, dict[str, float]] = {}
     for kernel_id, run_id, ns in rows:
         out.setdefault(kernel_id, {})[run_id] = ns or 0.0
@@ -181,9 +201,11 @@ def _bottlenecks(con, runs: list[str]) -> dict[str, str]:
 
 
 def _names(con, runs: list[str], timeline: bool) -> dict[str, tuple[str, str, str]]:
-    table = "kernel_launches" if timeline else "kernels"
-    rows = con.execute(f"SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM {table} "
-                       "WHERE list_contains(?, run_id) GROUP BY kernel_id", [runs]).fetchall()
+    if timeline:
+        rows = con.execute(TIMELINE_NAMES, [runs, runs]).fetchall()
+    else:
+        rows = con.execute("SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM kernels "
+                           "WHERE list_contains(?, run_id) GROUP BY kernel_id", [runs]).fetchall()
     return {k: (b, lib, op) for k, b, lib, op in rows}
 
 

@@ -229,29 +229,39 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
         return con.execute(sql, bound).fetchall()
     try:
         sections = []
-        libraries = [r[0] for r in q("SELECT library FROM kernels WHERE {where} GROUP BY 1 ORDER BY sum(duration_ns) DESC")]
+        # Real GPU time (kernel_time): timeline time where a model has a timeline on that GPU, else ncu
+        # replay time. kernel_time adds up all of a model's runs, so --since keeps the models with a run
+        # since that day rather than cutting their runs.
+        libraries = [r[0] for r in q(f"SELECT library FROM kernel_time WHERE {TIMED} GROUP BY 1 "
+                                     "ORDER BY sum(gpu_time_ns) DESC")]
         if not libraries:
             latest = []
             raise _Empty
+        sections.append(_time_basis_section(q))
         # roofline per GPU (the roofline view: tensor FLOPs where counted or known from op shapes)
         for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
             sections.extend(_roofline_sections(q, gpu, libraries))
-        popular = q("SELECT kernel_base, library, sum(duration_ns) AS ns, count(DISTINCT model) AS models, count(*), "
-                    "kernel_id, any_value(kernel_signature) FROM kernels WHERE {where} "
-                    "GROUP BY kernel_id, kernel_base, library ORDER BY ns DESC LIMIT 15")
+        popular = q("SELECT min(kernel_base), library, sum(gpu_time_ns) AS ns, count(DISTINCT model) AS models, "
+                    "sum(launches), kernel_id, min(kernel_signature), "
+                    "CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END, "
+                    "100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
+                    f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time WHERE {TIMED} "
+                    "GROUP BY kernel_id, library ORDER BY ns DESC LIMIT 15")
         if popular:
             labels = _unique_labels([(r[0], r[5]) for r in popular])
             colors = {f"{label} [{r[3]}]": _color(r[1], libraries) for label, r in zip(labels, popular)}
             sections.append(_section(
                 "Kernel popularity across models",
-                "the kernels taking the most GPU time in the selected runs; [n] after a name is how many models use "
-                "it, #id tells apart identities that share a name, the color is its library.",
+                "the kernels taking the most real GPU time in the selected runs (timeline time; ncu replay time for "
+                "models without a timeline, named in the tooltip); [n] after a name is how many models use it, #id "
+                "tells apart identities that share a name, the color is its library.",
                 bars_svg([(f"{label} [{r[3]}]", r[2] / 1e3, f"{r[6] or r[0]} ({r[1]}): {r[2] / 1e3:,.1f} us, "
-                           f"{r[4]} launches, {r[3]} model(s)") for label, r in zip(labels, popular)],
+                           f"{r[4]} launches, {r[3]} model(s); time basis: {r[7]}; "
+                           f"{r[8] or 0:.0f}% of it with ncu counters") for label, r in zip(labels, popular)],
                          " us", "GPU time (us)", colors)))
         for column, title in (("library", "Library"), ("op_class", "Op class")):
-            shares = q(f"SELECT model, {column}, 100 * sum(duration_ns) / sum(sum(duration_ns)) OVER (PARTITION BY model) "
-                       f"FROM kernels WHERE {{where}} GROUP BY model, {column} ORDER BY model, 3 DESC")
+            shares = q(f"SELECT model, {column}, 100 * sum(gpu_time_ns) / sum(sum(gpu_time_ns)) OVER (PARTITION BY model) "
+                       f"FROM kernel_time WHERE {TIMED} GROUP BY model, {column} ORDER BY model, 3 DESC")
             # libraries keep the roofline's colors; op classes sort by name
             keys = libraries if column == "library" else sorted({r[1] for r in shares})
             grouped: dict[str, list] = {}
@@ -259,7 +269,8 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                 grouped.setdefault(model, []).append((key, pct or 0.0))
             if grouped:
                 sections.append(_section(f"{title} share of GPU time per model",
-                                         f"each bar is one model's GPU time (100 %), split by {column.replace('_', ' ')}.",
+                                         f"each bar is one model's real GPU time (100 %: its timelines, or ncu replay "
+                                         f"time where it has none), split by {column.replace('_', ' ')}.",
                                          stacked_svg(list(grouped.items()), keys, "share of GPU time (%)")))
         stalls = q(_stall_shares_sql())
         if stalls:
@@ -381,6 +392,30 @@ def _stall_shares_sql() -> str:
             f"FROM ({per_reason}) WHERE cycles > 0 ORDER BY op_class, pct DESC")
 
 
+# kernel_time rows kept by the filters: it has no run_id, so --since keeps the models with a run since then
+TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AND ($since IS NULL OR model IN "
+         "(SELECT model FROM runs WHERE coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))")
+
+
+def _time_basis_section(q) -> str:
+    """Per model: what its GPU time rests on (timeline or ncu replay) and how much of it has counters."""
+    rows = q("SELECT model, gpu, min(time_basis), sum(launches), round(sum(gpu_time_ns) / 1e3, 1), "
+             "round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
+             "/ nullif(sum(gpu_time_ns), 0), 1), "
+             "round(100 * sum(CASE WHEN counter_source = 'other model' THEN gpu_time_ns ELSE 0 END) "
+             f"/ nullif(sum(gpu_time_ns), 0), 1) FROM kernel_time WHERE {TIMED} GROUP BY model, gpu ORDER BY model, gpu")
+    replay = sorted({r[0] for r in rows if r[2] == "ncu replay"})
+    warning = (f"<p class=\"warn\">{_esc(', '.join(replay))}: these answers rest on ncu replay time only (no nsys "
+               "or PyTorch timeline): ncu serialises kernels and flushes caches, so small kernels read longer than in "
+               "the real run, and kernels outside its launch range are missing.</p>") if replay else ""
+    return _section("What the GPU time rests on",
+                    "time basis 'timeline' is real GPU time from nsys or PyTorch traces; 'ncu replay' is ncu's replayed "
+                    "durations. Counter coverage is the share of that time whose kernels have ncu counters, this "
+                    "model's own or borrowed from another model's run of the same kernel on the same GPU.",
+                    warning + _table(["model", "GPU", "time basis", "launches", "GPU time (us)",
+                                      "counter coverage %", "borrowed %"], rows))
+
+
 class _Empty(Exception):
     """No kernel matches the filters: the report says so instead of drawing empty charts."""
 
@@ -424,5 +459,5 @@ svg{display:block;margin:8px 0;border:1px solid #ddd}.axis{font-size:12px;fill:#
 .frame{stroke:#333;stroke-width:1}.grid{stroke:#eee;stroke-width:1}.roof{fill:none;stroke:#c00;stroke-width:2}
 .ridge{stroke:#c00;stroke-dasharray:4 3}table{border-collapse:collapse;font-size:12px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f4f4f4}
-.legend{font-size:12px}.key{margin-right:14px;white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px}
+.warn{color:#a40;font-weight:600}.legend{font-size:12px}.key{margin-right:14px;white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px}
 """
