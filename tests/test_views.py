@@ -33,10 +33,10 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
+        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
         "launch_shape_correlates", "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline",
         "speed_of_light",
-        "time_weighted_kernels", "warp_stalls", "what_to_fix_first"]
+        "time_weighted_kernels", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
         assert "read_parquet" not in view.sql and "SELECT *" not in view.sql.split("\n")[-8:], view.name
@@ -47,8 +47,8 @@ def test_view_golden(ingested, golden, name):
     con = ingested.connect()
     columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
     # run ids hash the export folder's absolute path, which differs between clones; a run without a
-    # manifest date has its ingest day (rank_balance.run_day); borrowed_from_run is a run id too
-    kept = [c for c in columns if c not in ("run_id", "run_day", "borrowed_from_run")]
+    # manifest date has its ingest day (rank_balance.run_day)
+    kept = [c for c in columns if c not in ("run_id", "run_day")]
     cursor = con.execute(f"SELECT {', '.join(kept)} FROM {name}")
     golden(f"view_{name}", kept, cursor.fetchall())
 

@@ -153,8 +153,7 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
     shown_regex = regex or "<regex of the kernels discovery selects>"
 
     # 2. the targeted pass
-    unasked = None if shutil.which(ncu) else f"{options.ncu} is not on the PATH here"
-    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run), unasked)
+    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run))
     notes += checked.notes
     report = dirs["ncu"] / model
     target = [ncu, "--force-overwrite", "--export", str(report), *_kernel_filter(options, shown_regex),

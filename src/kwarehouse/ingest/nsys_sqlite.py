@@ -215,6 +215,7 @@ def _row(activity, rowid, start, end, device, context, stream, correlation, glob
         "block_z": block[2], "registers_per_thread": registers, "shared_mem_bytes": shared, "bytes": bytes_,
         "kernel_name": kernel_name, "kernel_short_name": short, "kernel_mangled": mangled,
         "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
+        "framework_op_id": None, "op_dtypes": None, "op_args": None,   # NVTX records neither dtypes nor scalars
         "_pid": (global_pid >> 24) & 0xFFFFFF if global_pid is not None else None,
         "_global_pid": global_pid,
     }
@@ -267,5 +268,6 @@ def _attach_nvtx(con: sqlite3.Connection, tables: set[str], rows: list[dict]) ->
                 i += 1
             stack = [s for s in stack if s[1] >= moment]
             context = nvtx.context_of_ranges([s[2] for s in stack])
-            row.update(framework_op=context.framework_op, op_shapes=context.op_shapes,
+            row.update(framework_op=context.framework_op, framework_op_id=context.framework_op_id,
+                       op_shapes=context.op_shapes,
                        nvtx_path=context.nvtx_path, nvtx_range=context.nvtx_range)

@@ -2,7 +2,8 @@
 
 GPU work is the `kernel`, `gpu_memcpy` and `gpu_memset` events only: torch.compile's Triton launcher
 records carry a `stream` argument too, but they are CPU events. Each GPU event is linked to the CPU op
-that launched it through its "External id" (the op's input dims become op_shapes) and to the CUDA
+that launched it through its "External id" (framework_op_id; the op's input dims become op_shapes,
+its input element types op_dtypes, its scalar arguments, "Concrete Inputs", op_args) and to the CUDA
 runtime call through its "correlation" (the call's thread gives the enclosing CPU op and
 user-annotation stack, nvtx_path). Timestamps are microseconds with nanosecond decimals: they are
 parsed as decimals and converted to integer ns exactly (no rounding to whole microseconds).
@@ -83,6 +84,8 @@ class TorchTrace:
                 "framework_op": op.get("name") if op else None,
                 "op_shapes": _shapes(op), "nvtx_path": stacks.path(runtime) if runtime else None,
                 "nvtx_range": stacks.innermost_annotation(runtime) if runtime else None,
+                "framework_op_id": _int(args.get("External id")) if op else None,
+                "op_dtypes": _op_list(op, "Input type"), "op_args": _op_list(op, "Concrete Inputs"),
             })
         if not rows:
             raise InputError(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
@@ -121,6 +124,13 @@ def _dims(value) -> tuple:
 def _shapes(op: dict | None) -> str | None:
     dims = (op or {}).get("args", {}).get("Input Dims")
     return str(dims) if dims is not None else None
+
+
+def _op_list(op: dict | None, key: str) -> str | None:
+    """The op's "Input type" (element types: c10::BFloat16, float, ScalarList, ...) or "Concrete Inputs"
+    (scalar arguments as text: conv stride "[2, 2]", SDPA is_causal "True"; "" for tensors) as a JSON list."""
+    values = (op or {}).get("args", {}).get(key)
+    return json.dumps([str(v) for v in values]) if isinstance(values, list) else None
 
 
 def _ops_by_external_id(events: list[dict]) -> dict[int, dict]:

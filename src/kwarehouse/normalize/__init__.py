@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from kwarehouse.normalize import classify, derived, identity, nvtx, units
+from kwarehouse.normalize import classify, derived, identity, nvtx, op_flops, peaks, units
 
 # A numeric ncu cell: optional sign, digits with optional thousands separators ("1,123"),
 # optional decimals and exponent. Anything else ("n/a", "no data", "(96, 1, 1)") stays text.
@@ -295,8 +295,59 @@ def classify_math_dtype(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFra
     return _classify(kernels, rules.math_dtype, "math_dtype")
 
 
+# Per launch: the FLOPs of its framework op from the op's input shapes (on the op's main kernel only),
+# and the GEMM's M, N, K and batch (NULL for non-GEMMs).
+SHAPE_COLUMNS = {"shape_flops": pl.Float64, "shape_flops_source": pl.String, "gemm_m": pl.Int64, "gemm_n": pl.Int64, "gemm_k": pl.Int64,
+                 "gemm_batch": pl.Int64}
+
+
+def op_shape_flops(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
+    """shape_flops and gemm_m/n/k/batch from the framework op's input shapes (op_flops.py), given to the
+    op's main kernel only: of the op instance's launches (same framework_op_id) whose op_class is the one
+    its formula names (gemm, conv, attention), the longest; memset, copy, split-K reduction or shorter
+    kernels of the op get none. Where the trace records the op's input dtypes (op_dtypes), a kernel of
+    that class whose name says nothing (math_dtype unknown) takes the op's dtype."""
+    for column, dtype in {"framework_op": pl.String, "framework_op_id": pl.Int64, "op_shapes": pl.String,
+                          "op_args": pl.String, "op_dtypes": pl.String}.items():
+        if column not in kernels.columns:
+            kernels = kernels.with_columns(pl.lit(None, dtype=dtype).alias(column))
+    keys = kernels.select("framework_op", "op_shapes", "op_args", "op_dtypes").unique()
+    found = []
+    for row in keys.iter_rows(named=True):
+        result = op_flops.op_flops(row["framework_op"], row["op_shapes"], row["op_args"])
+        rule = op_flops.rule_for(row["framework_op"])
+        found.append({**row, "_flops": result.flops if result else None,
+                      "_target": rule.op_class if rule else None,
+                      "_m": result.m if result else None, "_n": result.n if result else None,
+                      "_k": result.k if result else None, "_batch": result.batch if result else None,
+                      "_source": op_flops.SOURCE_ASSUMED if result and result.note == op_flops.SAME_SIZE
+                      else op_flops.SOURCE,
+                      "_op_dtype": op_flops.op_dtype(row["op_dtypes"], row["framework_op"])})
+    table = pl.DataFrame(found, schema={**keys.schema, "_flops": pl.Float64, "_target": pl.String,
+                                        "_m": pl.Int64, "_n": pl.Int64, "_k": pl.Int64, "_batch": pl.Int64,
+                                        "_source": pl.String, "_op_dtype": pl.String})
+    frame = kernels.drop([c for c in SHAPE_COLUMNS if c in kernels.columns]).with_row_index("_order").join(
+        table, on=["framework_op", "op_shapes", "op_args", "op_dtypes"], how="left", nulls_equal=True)
+    duration = pl.col("duration_ns") if "duration_ns" in frame.columns else pl.lit(None, dtype=pl.Float64)
+    of_class = pl.col("op_class") == pl.col("_target")
+    candidate = of_class & pl.col("_flops").is_not_null()
+    instance = pl.coalesce(pl.col("framework_op_id"), -1 - pl.col("_order").cast(pl.Int64))
+    main = candidate & (pl.col("_order") == pl.col("_order").sort_by(
+        pl.when(candidate).then(duration.cast(pl.Float64).fill_null(0)), descending=True, nulls_last=True)
+        .first().over(instance))
+    math_dtype = pl.col("math_dtype") if "math_dtype" in frame.columns else pl.lit(classify.UNKNOWN)
+    return frame.with_columns(
+        pl.when(main).then(pl.col("_flops")).alias("shape_flops"),
+        pl.when(main).then(pl.col("_source")).alias("shape_flops_source"),
+        *[pl.when(main).then(pl.col(f"_{d}")).alias(f"gemm_{d}") for d in ("m", "n", "k", "batch")],
+        pl.when((math_dtype.fill_null(classify.UNKNOWN) == classify.UNKNOWN) & of_class
+                & pl.col("_op_dtype").is_not_null()).then(pl.col("_op_dtype")).otherwise(math_dtype)
+        .alias("math_dtype"),
+    ).drop("_order", "_flops", "_target", "_m", "_n", "_k", "_batch", "_source", "_op_dtype")
+
+
 KERNEL_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, framework_context, classify_library,
-                classify_implementation, classify_op_class, classify_math_dtype)
+                classify_implementation, classify_op_class, classify_math_dtype, op_shape_flops)
 
 
 DEVICE_NAME = "device__attribute_display_name"
@@ -314,19 +365,48 @@ def normalize_kernels(kernels: pl.DataFrame, metrics: pl.DataFrame, rules: Kerne
     kernels = derived.bytes_columns(kernels, wide)     # first: it fills dram_bytes from ncu's DRAM rate
     extra = derived.derived_columns(kernels, wide, device_names)
     return kernels.drop([c for c in derived.DERIVED_COLUMNS if c in kernels.columns]).join(
-        extra, on="launch_id", how="left")
+        extra, on="launch_id", how="left").drop("shape_flops", "shape_flops_source", "op_args",
+                                                "op_dtypes")   # NVTX records neither dtypes nor scalars
 
 
 TIMELINE_STEPS = (name_unnamed_kernels, demangle_names, kernel_identity, classify_library, classify_implementation,
-                  classify_op_class)
+                  classify_op_class, classify_math_dtype)
 
 
 def normalize_timeline(rows: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     """TIMELINE_STEPS on kernel rows of a timeline or summary (nsys, torch trace): the same identity
-    and classification as ncu kernels; framework-op context comes from the reader."""
+    and classification as ncu kernels; framework-op context comes from the reader. Launches (rows with
+    a duration) also get their op's FLOPs from its shapes (op_shape_flops) and the roof of their math
+    dtype (timeline_flops)."""
     for column in ("kernel_mangled", "framework_op", "nvtx_path"):
         if column not in rows.columns:
             rows = rows.with_columns(pl.lit(None, dtype=pl.String).alias(column))
     for step in TIMELINE_STEPS:
         rows = step(rows, rules)
+    if "duration_ns" in rows.columns:
+        rows = timeline_flops(op_shape_flops(rows, rules))
     return rows
+
+
+def timeline_flops(rows: pl.DataFrame) -> pl.DataFrame:
+    """flops (shape FLOPs of the op's main kernel; 'op shapes'), achieved FLOP/s over the launch's real
+    duration, and the published roof of its math dtype on its GPU (gpu_peaks.csv: the dense tensor peak;
+    FP32 and FP64 without a tensor row: the CUDA-core peak). A timeline has no measured clock, so the
+    datasheet peak (at its boost clock) is the reference."""
+    names = rows["device_name"].drop_nulls().unique().to_list() if "device_name" in rows.columns else []
+    table = {}
+    for name in names:
+        for dtype in peaks.DTYPES:
+            p = peaks.peak(name, dtype)
+            if p is not None and (value := p.tensor_dense_flops_per_s or p.cuda_core_flops_per_s):
+                table[f"{name}|{dtype}"] = value
+    key = pl.concat_str(pl.col("device_name"), pl.lit("|"), pl.col("math_dtype")) if names else pl.lit(None)
+    peak = key.replace_strict(table, default=None, return_dtype=pl.Float64) if table else pl.lit(None, pl.Float64)
+    has = pl.col("shape_flops").is_not_null()
+    rows = rows.with_columns(
+        pl.col("shape_flops").alias("flops"), pl.col("shape_flops_source").alias("flops_source"),
+        (pl.col("shape_flops") / pl.when(pl.col("duration_ns") > 0).then(pl.col("duration_ns") * derived.NS))
+        .alias("achieved_flops_per_s"),
+        pl.when(has).then(peak).alias("peak_flops_per_s")).drop("shape_flops", "shape_flops_source")
+    return rows.with_columns((100 * pl.col("achieved_flops_per_s") / pl.when(pl.col("peak_flops_per_s") > 0)
+                              .then(pl.col("peak_flops_per_s"))).alias("pct_of_peak"))

@@ -17,6 +17,12 @@ instruction path; the src_<dtype> path peaks include 2:4 sparsity) x the SM cloc
 launch, else the published peak of gpu_peaks.csv. Launches without tensor FLOPs keep the CUDA-core
 roof: FP64 where FP64 FLOPs dominate, else FP32.
 
+Without tensor counters, the main kernel of a GEMM, conv or attention op takes the op's FLOPs from its
+input shapes (shape_flops, computed by normalize.op_shape_flops with op_flops.py; flops_source 'op
+shapes'): the op's math only, its epilogue's CUDA-core FLOPs stay in flops_fp16/32/64. Its roof is the
+dense tensor peak of its math_dtype (as above: ncu's per-cycle peak x clock, else gpu_peaks.csv); FP32
+and FP64 GEMMs get the CUDA-core roof, an unknown dtype none.
+
 Peaks come from ncu's own roofline metrics when the export has them (peak_sustained FMA per cycle
 x 2 x clock; peak DRAM bytes per cycle x DRAM clock), else from the CUDA device attributes:
 SMs x lanes per SM for the compute capability (device_peaks.toml) x 2 x SM clock, and memory
@@ -67,6 +73,10 @@ TENSOR_PEAK_PER_CYCLE = {
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8_e4m3", "int8": "int8", "fp64": "fp64"}
 TENSOR_COUNTERS = "ncu tensor counters"
 CUDA_CORE_COUNTERS = "ncu CUDA-core counters"
+# math_dtype -> the counter dtype whose tensor roof applies to a shape-FLOP kernel (fp32: none, the
+# CUDA-core roof; tf32 only where the name says so)
+MATH_TO_COUNTER_DTYPE = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+                         "int8": "int8", "fp64": "fp64"}
 
 DERIVED_COLUMNS = ("flops_fp16", "flops_fp32", "flops_fp64", "tensor_flops", "flops", "flops_source",
                    "math_dtype", "achieved_flops_per_s", "arithmetic_intensity", "peak_fp32_flops_per_s",
@@ -129,8 +139,11 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
     wanted_metrics(); `device_names` (launch_id, device_name) picks gpu_peaks.csv rows."""
     if "math_dtype" not in kernels.columns:
         kernels = kernels.with_columns(pl.lit("unknown").alias("math_dtype"))
-    frame = kernels.select("launch_id", "duration_ns", "dram_bytes", "compute_capability", "math_dtype").join(
-        wide, on="launch_id", how="left")
+    if "shape_flops" not in kernels.columns:
+        kernels = kernels.with_columns(pl.lit(None, dtype=pl.Float64).alias("shape_flops"),
+                                       pl.lit(None, dtype=pl.String).alias("shape_flops_source"))
+    frame = kernels.select("launch_id", "duration_ns", "dram_bytes", "compute_capability", "math_dtype",
+                           "shape_flops", "shape_flops_source").join(wide, on="launch_id", how="left")
     if device_names is not None:
         frame = frame.join(device_names.unique("launch_id"), on="launch_id", how="left")
     else:
@@ -173,17 +186,32 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
     precisions = [pl.col(f"flops_{p}") for p in PRECISIONS]
     cuda_core = pl.when(pl.any_horizontal([p.is_not_null() for p in precisions])).then(pl.sum_horizontal(precisions))
     # all FLOPs = CUDA-core + tensor; without CUDA-core counters, a tensor kernel's FLOPs are its tensor
-    # FLOPs (its epilogue's few CUDA-core FLOPs unseen) and a kernel without tensor work has no count
+    # FLOPs (its epilogue's few CUDA-core FLOPs unseen) and a kernel without tensor work has no count.
+    # Without tensor counters, the main kernel of a GEMM/conv/attention op takes its op's FLOPs from the
+    # input shapes (op_flops.py): the math of the op alone, its epilogue's CUDA-core FLOPs left out (they
+    # stay in flops_fp16/32/64).
+    by_shapes = ~has_tensor & pl.col("shape_flops").is_not_null()
     frame = frame.with_columns(
-        pl.when(cuda_core.is_not_null()).then(cuda_core + pl.col("tensor_flops").fill_null(0))
+        pl.when(by_shapes).then(pl.col("shape_flops"))
+        .when(cuda_core.is_not_null()).then(cuda_core + pl.col("tensor_flops").fill_null(0))
         .when(has_tensor).then(pl.col("tensor_flops")).alias("flops"),
         pl.when(has_tensor).then(pl.lit(TENSOR_COUNTERS))
+        .when(by_shapes).then(pl.col("shape_flops_source"))
         .when(cuda_core.is_not_null()).then(pl.lit(CUDA_CORE_COUNTERS)).alias("flops_source"))
+    # the roof's dtype: the counters' where they counted tensor work, else the math dtype of a shape-FLOP
+    # kernel (its dtype's dense tensor peak; FP32 and FP64 without one fall to the CUDA-core peaks below)
+    frame = frame.with_columns(
+        pl.when(has_tensor).then(pl.col("_counter_dtype"))
+        .when(by_shapes).then(pl.col("math_dtype").replace_strict(MATH_TO_COUNTER_DTYPE, default=None))
+        .alias("_roof_dtype"))
     frame = frame.with_columns(_tensor_roof(frame, sm_clock).alias("_tensor_roof"))
     fp64_dominates = pl.col("flops_fp64").fill_null(0) > pl.col("flops_fp32").fill_null(0) + pl.col(
         "flops_fp16").fill_null(0)
     frame = frame.with_columns(
-        pl.when(has_tensor).then(pl.col("_tensor_roof"))
+        pl.when(has_tensor | (by_shapes & pl.col("_tensor_roof").is_not_null())).then(pl.col("_tensor_roof"))
+        .when(by_shapes & (pl.col("math_dtype") == "fp64")).then(pl.col("peak_fp64_flops_per_s"))
+        .when(by_shapes & (pl.col("math_dtype") == "fp32")).then(pl.col("peak_fp32_flops_per_s"))
+        .when(by_shapes).then(None)   # dtype unknown: no roof rather than the wrong one
         .when(fp64_dominates | ((pl.col("math_dtype") == "fp64") & cuda_core.is_null()))
         .then(pl.col("peak_fp64_flops_per_s"))
         .otherwise(pl.col("peak_fp32_flops_per_s")).alias("peak_flops_per_s"),
@@ -199,21 +227,22 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
 
 
 def _tensor_roof(frame: pl.DataFrame, sm_clock: pl.Expr) -> pl.Expr:
-    """Dense tensor peak FLOP/s of the launch's counter dtype: ncu's per-cycle peak x the SM clock it
-    measured, else gpu_peaks.csv for the device name."""
+    """Dense tensor peak FLOP/s of the launch's roof dtype (_roof_dtype: the counters' dtype, or the math
+    dtype of a shape-FLOP kernel): ncu's per-cycle peak x the SM clock it measured, else gpu_peaks.csv
+    for the device name."""
     from kwarehouse.normalize import peaks
     options = []
     for dtype, names in TENSOR_PEAK_PER_CYCLE.items():
         present = [pl.col(n) for n in names if n in frame.columns]
         if present:
-            options.append(pl.when(pl.col("_counter_dtype") == dtype).then(pl.max_horizontal(present) * sm_clock))
+            options.append(pl.when(pl.col("_roof_dtype") == dtype).then(pl.max_horizontal(present) * sm_clock))
     ncu_peak = pl.coalesce(options) if options else pl.lit(None, dtype=pl.Float64)
     names = frame["device_name"].drop_nulls().unique().to_list()
     table = {(n, d): p.tensor_dense_flops_per_s for n in names for d, t in TABLE_DTYPE.items()
              if (p := peaks.peak(n, t)) is not None and p.tensor_dense_flops_per_s is not None}
     if not table:
         return ncu_peak
-    keys = pl.concat_str(pl.col("device_name"), pl.lit("|"), pl.col("_counter_dtype"))
+    keys = pl.concat_str(pl.col("device_name"), pl.lit("|"), pl.col("_roof_dtype"))
     published = keys.replace_strict({f"{n}|{d}": v for (n, d), v in table.items()}, default=None,
                                     return_dtype=pl.Float64)
     return pl.coalesce(ncu_peak, published)

@@ -1,0 +1,201 @@
+-- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
+-- Rows: the main kernel of each GEMM op (mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm, _grouped_mm;
+-- normalize/op_flops.py), M/N/K/batch from the op's input shapes. time_basis 'timeline': the model has a
+-- timeline on that GPU (PyTorch trace, nsys) and gpu_time_ns is its real GPU time; 'ncu replay': it has
+-- none, and ncu's durations (serialised, cache-flushed replays) are the time; its ncu launches without
+-- NVTX take their shapes from timeline_shape_flops, where every timeline on that GPU that ran the same
+-- kernel, grid and block agrees on op, M, N, K and batch (shape_source 'op shapes (timeline)').
+-- tflops and pct_of_peak count the op's math, 2·M·N·K·batch per launch (not the padded tiles the tensor
+-- counters also count), against peak_tflops: the dense tensor peak of math_dtype on that GPU (timeline:
+-- normalize/gpu_peaks.csv at the datasheet clock; ncu: its peak per cycle x the SM clock it measured).
+-- misaligned: M, N or K not a multiple of 8 (16 for fp8), which makes cuBLAS fall back to unaligned
+-- kernels; evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
+-- on a newer GPU. wave_fill_pct: how full the last wave of blocks is, 100 * (waves - ceil(waves) + 1),
+-- waves from ncu's launch__waves_per_sm where ncu profiled that kernel and grid (wave_basis 'ncu
+-- waves_per_sm'), else grid_size / SMs (one block per SM: what warp-specialised Hopper GEMMs run;
+-- persistent kernels such as nvjet launch one block per SM and always read 100). tiny: 2·M·N·K·batch
+-- below tiny_flops or a dimension below tiny_dim (the limits CTE; documented constants).
+-- est_time_saved_ns (an ESTIMATE, estimate_basis says of what): the row's FLOPs at the efficiency
+-- (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU and dtype, aligned, not
+-- tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its actual time, floored at 0.
+WITH limits AS (
+    SELECT 1e8 AS tiny_flops,   -- 2·M·N·K below 0.1 GFLOP: ~0.1 µs at an H100's BF16 peak, less than a launch costs
+           16 AS tiny_dim       -- M, N or K below 16: most of a 64-wide tensor-core tile idles
+), timeline_models AS (
+    SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
+), ncu_waves AS (
+    SELECT model, gpu, kernel_id, grid_size, block_size, avg(waves_per_sm) AS waves_per_sm
+    FROM kernels
+    WHERE waves_per_sm IS NOT NULL
+    GROUP BY model, gpu, kernel_id, grid_size, block_size
+), gpu_sms AS (
+    SELECT gpu, max(sm_count) AS sm_count, max(compute_capability) AS compute_capability
+    FROM kernels
+    GROUP BY gpu
+), timeline_gemms AS (
+    SELECT model, gpu, framework_op AS op, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
+           math_dtype, kernel_id, kernel_base, kernel_name, grid_size, block_size,
+           CAST(duration_ns AS DOUBLE) AS duration_ns, peak_flops_per_s,
+           'timeline' AS time_basis, 'op shapes' AS shape_source
+    FROM kernel_launches
+    WHERE activity = 'kernel' AND gemm_m IS NOT NULL
+), borrowed AS (
+    -- shapes for ncu launches without NVTX of a model that has no timeline: the timelines of any model on
+    -- the same GPU that ran this kernel with this grid and block, where all of them agree on every value
+    -- (a kernel and grid fix M and N tiles, not K: only a unanimous K is taken)
+    SELECT gpu, kernel_id, grid_size, block_size,
+           CASE WHEN min(framework_op) = max(framework_op) THEN min(framework_op) END AS framework_op,
+           CASE WHEN count(gemm_m) = count(*) AND min(gemm_m) = max(gemm_m) THEN min(gemm_m) END AS gemm_m,
+           CASE WHEN count(gemm_n) = count(*) AND min(gemm_n) = max(gemm_n) THEN min(gemm_n) END AS gemm_n,
+           CASE WHEN count(gemm_k) = count(*) AND min(gemm_k) = max(gemm_k) THEN min(gemm_k) END AS gemm_k,
+           CASE WHEN count(gemm_batch) = count(*) AND min(gemm_batch) = max(gemm_batch) THEN min(gemm_batch) END AS gemm_batch,
+           CASE WHEN min(math_dtype) = max(math_dtype) THEN min(math_dtype) END AS math_dtype
+    FROM timeline_shape_flops
+    GROUP BY gpu, kernel_id, grid_size, block_size
+), ncu_gemms AS (
+    SELECT k.model, k.gpu,
+           CASE WHEN k.gemm_m IS NOT NULL THEN k.framework_op ELSE s.framework_op END AS op,
+           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_m ELSE s.gemm_m END AS m,
+           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_n ELSE s.gemm_n END AS n,
+           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_k ELSE s.gemm_k END AS k,
+           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_batch ELSE s.gemm_batch END AS batch,
+           CASE WHEN k.math_dtype IS NULL OR k.math_dtype = 'unknown' THEN coalesce(s.math_dtype, k.math_dtype)
+                ELSE k.math_dtype END AS math_dtype,
+           k.kernel_id, k.kernel_base, k.kernel_name, k.grid_size, k.block_size, k.duration_ns,
+           -- the kernel's own roof where its FLOPs are tensor work (counters or shapes), else none here
+           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
+                THEN k.peak_flops_per_s END AS peak_flops_per_s,
+           'ncu replay' AS time_basis,
+           CASE WHEN k.gemm_m IS NOT NULL THEN 'op shapes' ELSE 'op shapes (timeline)' END AS shape_source
+    FROM kernels k
+    LEFT JOIN borrowed s
+      ON s.gpu = k.gpu AND s.kernel_id = k.kernel_id
+     AND s.grid_size = k.grid_size AND s.block_size = k.block_size
+    LEFT JOIN timeline_models t ON t.model = k.model AND t.gpu = k.gpu
+    WHERE t.model IS NULL
+      AND (k.gemm_m IS NOT NULL OR (s.gemm_m IS NOT NULL AND s.gemm_n IS NOT NULL AND s.gemm_k IS NOT NULL))
+), gemm_launches AS (
+    SELECT * FROM timeline_gemms
+    UNION ALL
+    SELECT * FROM ncu_gemms
+), dtype_roofs AS (
+    -- a roof for rows whose kernel has none (shapes borrowed onto CUDA-core counters): the GPU's roof of
+    -- that dtype seen on other launches
+    SELECT gpu, math_dtype, median(peak_flops_per_s) AS peak_flops_per_s
+    FROM gemm_launches
+    WHERE peak_flops_per_s IS NOT NULL
+    GROUP BY gpu, math_dtype
+), grouped AS (
+    SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
+           min(g.kernel_base) AS kernel_base,
+           min(g.kernel_name) AS kernel_name,
+           count(*) AS launches,
+           sum(g.duration_ns) AS gpu_time_ns,
+           2.0 * g.m * g.n * g.k * g.batch AS flops_per_launch,
+           coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)) AS peak_flops_per_s,
+           max(g.grid_size) AS grid_size,
+           max(g.block_size) AS block_size,
+           min(g.time_basis) AS time_basis,
+           min(g.shape_source) AS shape_source
+    FROM gemm_launches g
+    LEFT JOIN dtype_roofs r ON r.gpu = g.gpu AND r.math_dtype = g.math_dtype
+    GROUP BY g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id
+), judged AS (
+    SELECT g.*,
+           g.flops_per_launch * g.launches / NULLIF(g.gpu_time_ns, 0) / 1e3 AS tflops,
+           100.0 * g.flops_per_launch * g.launches / NULLIF(g.gpu_time_ns * 1e-9 * g.peak_flops_per_s, 0) AS pct_of_peak,
+           CASE WHEN g.math_dtype LIKE 'fp8%' THEN 16 ELSE 8 END AS alignment,
+           s.sm_count,
+           s.compute_capability,
+           w.waves_per_sm AS ncu_waves_per_sm,
+           coalesce(w.waves_per_sm, g.grid_size / NULLIF(s.sm_count, 0)) AS waves,
+           CASE WHEN w.waves_per_sm IS NOT NULL THEN 'ncu waves_per_sm'
+                WHEN s.sm_count IS NOT NULL THEN 'grid_size / sm_count (one block per SM assumed)' END AS wave_basis,
+           regexp_extract(g.kernel_name, '(cutlass_75|cutlass_70|sm75|sm70|s1688|h1688|s884|h884|align1)', 1) AS fallback_marker,
+           (g.flops_per_launch < l.tiny_flops OR least(g.m, g.n, g.k) < l.tiny_dim) AS tiny,
+           l.tiny_flops,
+           l.tiny_dim
+    FROM grouped g
+    CROSS JOIN limits l
+    LEFT JOIN gpu_sms s ON s.gpu = g.gpu
+    LEFT JOIN ncu_waves w
+      ON w.model = g.model AND w.gpu = g.gpu AND w.kernel_id = g.kernel_id
+     AND w.grid_size = g.grid_size AND w.block_size = g.block_size
+), flagged AS (
+    SELECT j.*,
+           (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned
+    FROM judged j
+), references_ AS (
+    SELECT * FROM flagged WHERE NOT misaligned AND NOT tiny AND pct_of_peak IS NOT NULL
+), nearest AS (
+    SELECT f.model, f.gpu, f.op, f.m, f.n, f.k, f.batch, f.math_dtype, f.kernel_id,
+           r.model AS ref_model, r.op AS ref_op, r.m AS ref_m, r.n AS ref_n, r.k AS ref_k, r.batch AS ref_batch,
+           r.kernel_base AS ref_kernel_base, r.pct_of_peak AS ref_pct_of_peak
+    FROM flagged f
+    LEFT JOIN references_ r
+      ON r.gpu = f.gpu AND r.math_dtype = f.math_dtype
+     AND NOT (r.model = f.model AND r.m = f.m AND r.n = f.n AND r.k = f.k AND r.batch = f.batch
+              AND r.kernel_id = f.kernel_id AND coalesce(r.op, '') = coalesce(f.op, ''))
+    QUALIFY row_number() OVER (
+        PARTITION BY f.model, f.gpu, f.op, f.m, f.n, f.k, f.batch, f.math_dtype, f.kernel_id
+        ORDER BY abs(ln(r.flops_per_launch / f.flops_per_launch)), r.pct_of_peak DESC, r.model, r.kernel_id,
+                 r.m, r.n, r.k, r.batch) = 1
+)
+SELECT
+    f.model,
+    f.gpu,
+    f.op,
+    f.m,
+    f.n,
+    f.k,
+    f.batch,
+    f.math_dtype,
+    f.kernel_id,
+    f.launches,
+    f.gpu_time_ns,
+    f.tflops,
+    f.pct_of_peak,
+    f.misaligned,
+    100.0 * (f.waves - CAST(ceil(f.waves) AS DOUBLE) + 1) AS wave_fill_pct,
+    CASE WHEN n.ref_pct_of_peak IS NOT NULL AND f.peak_flops_per_s IS NOT NULL
+         THEN greatest(0.0, f.gpu_time_ns - f.flops_per_launch * f.launches
+                                             / (n.ref_pct_of_peak / 100.0 * f.peak_flops_per_s) * 1e9)
+    END AS est_time_saved_ns,
+    f.kernel_base,
+    f.kernel_name,
+    f.flops_per_launch,
+    f.peak_flops_per_s / 1e12 AS peak_tflops,
+    f.grid_size,
+    f.block_size,
+    f.sm_count,
+    f.waves,
+    f.wave_basis,
+    f.tiny,
+    concat_ws('; ',
+        CASE WHEN f.misaligned THEN concat_ws(', ',
+            CASE WHEN f.m % f.alignment <> 0 THEN concat('M = ', CAST(f.m AS VARCHAR)) END,
+            CASE WHEN f.n % f.alignment <> 0 THEN concat('N = ', CAST(f.n AS VARCHAR)) END,
+            CASE WHEN f.k % f.alignment <> 0 THEN concat('K = ', CAST(f.k AS VARCHAR)) END)
+            || concat(' not a multiple of ', CAST(f.alignment AS VARCHAR)) END,
+        CASE WHEN f.fallback_marker <> '' THEN concat('kernel name shows an unaligned or older-architecture kernel (',
+            f.fallback_marker, ')', CASE WHEN f.compute_capability IS NOT NULL
+            THEN concat(' on compute capability ', f.compute_capability) ELSE '' END) END,
+        CASE WHEN f.tiny THEN concat('tiny: 2·M·N·K·batch = ', CAST(CAST(f.flops_per_launch AS BIGINT) AS VARCHAR),
+            ' FLOPs (limit ', CAST(CAST(f.tiny_flops AS BIGINT) AS VARCHAR), ') or a dimension below ',
+            CAST(f.tiny_dim AS VARCHAR)) END,
+        CASE WHEN f.waves IS NOT NULL AND f.waves - ceil(f.waves) + 1 < 0.5
+            THEN concat('last wave ', CAST(CAST(round(100.0 * (f.waves - ceil(f.waves) + 1)) AS BIGINT) AS VARCHAR),
+                        ' % full over ', CAST(CAST(ceil(f.waves) AS BIGINT) AS VARCHAR), ' wave(s)') END) AS evidence,
+    CASE WHEN n.ref_pct_of_peak IS NULL THEN 'no well-shaped GEMM of this dtype on this GPU to compare with'
+         ELSE concat('ESTIMATE: time at ', CAST(round(n.ref_pct_of_peak, 1) AS VARCHAR), ' % of peak, the efficiency of ',
+                     n.ref_model, ' ', coalesce(n.ref_op, '?'), ' ', CAST(n.ref_m AS VARCHAR), 'x', CAST(n.ref_n AS VARCHAR),
+                     'x', CAST(n.ref_k AS VARCHAR),
+                     CASE WHEN n.ref_batch <> 1 THEN concat(' x', CAST(n.ref_batch AS VARCHAR)) ELSE '' END,
+                     ' (', n.ref_kernel_base, '), the nearest well-shaped GEMM by FLOPs on this GPU') END AS estimate_basis,
+    f.time_basis,
+    f.shape_source
+FROM flagged f
+LEFT JOIN nearest n
+  ON n.model = f.model AND n.gpu = f.gpu AND n.kernel_id = f.kernel_id
+ AND n.m = f.m AND n.n = f.n AND n.k = f.k AND n.batch = f.batch
+ AND coalesce(n.op, '') = coalesce(f.op, '') AND coalesce(n.math_dtype, '') = coalesce(f.math_dtype, '')
