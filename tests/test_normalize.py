@@ -130,9 +130,9 @@ def test_identity_of_every_distinct_corpus_name(golden):
         implementation = classify.classify(impl, values)
         out.append((name, ident.kernel_base, ident.kernel_signature, ident.kernel_id, library,
                     classify.classify(ops, values),
-                    library if implementation == classify.UNKNOWN else implementation))
+                    library if implementation == classify.UNKNOWN else implementation, ident.kernel_display))
     golden("kernel_identity", ["name", "kernel_base", "kernel_signature", "kernel_id", "library", "op_class",
-                               "implementation"], out)
+                               "implementation", "kernel_display"], out)
 
 
 # -- classification ------------------------------------------------------------------------------

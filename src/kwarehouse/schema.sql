@@ -40,6 +40,7 @@ CREATE TABLE kernels (
     kernel_base                VARCHAR NOT NULL, -- qualified function name: at::native::vectorized_elementwise_kernel
     kernel_signature           VARCHAR NOT NULL, -- canonical form, same whichever tool named the kernel
     kernel_id                  VARCHAR NOT NULL, -- 16 hex digits of sha256(kernel_signature)
+    kernel_display             VARCHAR,          -- readable and unique per identity: vectorized_elementwise_kernel<8, CUDAFunctor_add<bf16>> (normalize/identity.py)
     library                    VARCHAR NOT NULL, -- who dispatched it: cuBLAS, cuDNN, PyTorch ATen, Triton, CUTLASS (used directly), custom, ... or unknown
     op_class                   VARCHAR NOT NULL, -- gemm, conv, attention, elementwise, ... or unknown; one per kernel_id in a run
     implementation             VARCHAR,          -- whose kernel it is: CUTLASS, xmma, nvjet, CUB, FlashAttention, ... (normalize/implementation_rules.csv; else = library)
@@ -196,6 +197,7 @@ CREATE TABLE kernel_launches (
     kernel_base         VARCHAR NOT NULL,
     kernel_signature    VARCHAR NOT NULL,
     kernel_id           VARCHAR NOT NULL,
+    kernel_display      VARCHAR,           -- as kernels.kernel_display
     library             VARCHAR NOT NULL,
     op_class            VARCHAR NOT NULL,
     implementation      VARCHAR,           -- as kernels.implementation
@@ -240,6 +242,7 @@ CREATE TABLE kernel_summaries (
     kernel_base         VARCHAR NOT NULL,
     kernel_signature    VARCHAR NOT NULL,
     kernel_id           VARCHAR NOT NULL,
+    kernel_display      VARCHAR,           -- as kernels.kernel_display
     library             VARCHAR NOT NULL,
     op_class            VARCHAR NOT NULL,
     implementation      VARCHAR            -- as kernels.implementation

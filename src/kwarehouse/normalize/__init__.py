@@ -215,8 +215,8 @@ def demangle_names(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
 
 
 def kernel_identity(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
-    """kernel_base, kernel_signature and kernel_id from the name (identity.py documents the rules).
-    The mangled name, where there is one, is the most complete spelling, so it decides."""
+    """kernel_base, kernel_signature, kernel_id and kernel_display from the name (identity.py documents
+    the rules). The mangled name, where there is one, is the most complete spelling, so it decides."""
     source = pl.coalesce("kernel_mangled", "kernel_name")
     names = kernels.select(source.alias("_source")).unique()["_source"].drop_nulls().to_list()
     ids = {n: identity.identify(n) for n in names}
@@ -224,7 +224,9 @@ def kernel_identity(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
         source.replace_strict({n: i.kernel_base for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_base"),
         source.replace_strict({n: i.kernel_signature for n, i in ids.items()},
                               return_dtype=pl.String).alias("kernel_signature"),
-        source.replace_strict({n: i.kernel_id for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_id"))
+        source.replace_strict({n: i.kernel_id for n, i in ids.items()}, return_dtype=pl.String).alias("kernel_id"),
+        source.replace_strict({n: i.kernel_display for n, i in ids.items()},
+                              return_dtype=pl.String).alias("kernel_display"))
 
 
 OP_CONTEXT_COLUMNS = {"framework_op": pl.String, "framework_op_id": pl.Int64, "framework_seq": pl.Int64,

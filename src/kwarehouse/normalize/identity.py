@@ -16,6 +16,15 @@ the printed name but a canonical signature built from it by the rules below, app
      (`true`/`false` -> `1`/`0`) take one spelling; whitespace is removed except between words;
   6. the rules of signature_rules.csv (data) drop what is noise, e.g. the Triton kernel counter.
 
+kernel_display is a readable name for tables and reports, made from kernel_signature alone (so one
+identity has one display, whichever tool named it): the signature with dtypes short (`BFloat16` ->
+`bf16`), cuBLAS's `Kernel2<cutlass_...>` wrapper and the `std::array<char*, N>` argument of ATen's
+elementwise kernels dropped (the functor decides the arity), `::operator_call` between nested lambdas
+dropped (`f::lambda#1::operator_call::lambda#4` -> `f::lambda#1.4`: the numbers stay, they tell the
+dtype branches apart), a space after each comma, and a name longer than DISPLAY_MAX_CHARS cut with its
+kernel_id's first 8 digits appended. Everything dropped follows from what is kept, so displays stay as
+unique as identities (tests check it over every kernel name of the corpus and tests/data).
+
 kernel_base is the qualified function name without return type, template arguments or parameters,
 with anonymous and versioned inline namespaces dropped (`cub::CUB_300102_SM_...::`), completed to
 its full namespace from kernel_scopes.toml where a tool abbreviated it. kernel_id is a short hash of
@@ -227,12 +236,44 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# Short spellings of element types in kernel_display (whole template arguments or words only).
+DISPLAY_DTYPES = {"BFloat16": "bf16", "bfloat16_t": "bf16", "__nv_bfloat16": "bf16", "Half": "fp16",
+                  "half_t": "fp16", "__half": "fp16", "Float8_e4m3fn": "fp8_e4m3", "Float8_e5m2": "fp8_e5m2",
+                  "float_e4m3_t": "fp8_e4m3", "float_e5m2_t": "fp8_e5m2", "__nv_fp8_e4m3": "fp8_e4m3",
+                  "__nv_fp8_e5m2": "fp8_e5m2"}
+DISPLAY_DTYPE = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, DISPLAY_DTYPES)) + r")(?![\w])")
+# ATen's elementwise kernels take their operands as std::array<char*, N>: N is the functor's arity.
+DISPLAY_ARRAY_ARG = re.compile(r",array<char\*,\d+>(?=[,>])")
+# cuBLAS wraps its CUTLASS-built kernels: Kernel2<cutlass_75_tensorop_...> is that kernel.
+DISPLAY_CUBLAS_WRAPPER = re.compile(r"^Kernel2<(cutlass_\w+)>$")
+# f::lambda#1::operator_call::lambda#4::operator_call::lambda#1 -> f::lambda#1.4.1
+DISPLAY_LAMBDA_CHAIN = re.compile(r"lambda#(\d+)((?:::operator_call::lambda#\d+)+)")
+DISPLAY_MAX_CHARS = 160
+
+
+def kernel_display(signature: str, kernel_id_: str | None = None) -> str:
+    """A readable, unique name for the identity with this signature (rules in the module docstring)."""
+    text = DISPLAY_CUBLAS_WRAPPER.sub(r"\1", signature)
+    text = DISPLAY_LAMBDA_CHAIN.sub(
+        lambda m: "lambda#" + ".".join([m.group(1), *re.findall(r"lambda#(\d+)", m.group(2))]), text)
+    text = DISPLAY_ARRAY_ARG.sub("", text)
+    text = DISPLAY_DTYPE.sub(lambda m: DISPLAY_DTYPES[m.group(1)], text)
+    text = text.replace(",", ", ")
+    if len(text) > DISPLAY_MAX_CHARS:
+        text = f"{text[:DISPLAY_MAX_CHARS - 12]}... #{(kernel_id_ or kernel_id(signature))[:8]}"
+    return text
+
+
 @dataclass(frozen=True)
 class Identity:
     kernel_name: str
     kernel_base: str
     kernel_signature: str
     kernel_id: str
+
+    @property
+    def kernel_display(self) -> str:
+        return kernel_display(self.kernel_signature, self.kernel_id)
 
 
 def identify(name: str) -> Identity:
