@@ -267,6 +267,29 @@ def test_python_module_entry_point_runs_without_the_warehouse(tmp_path):
     assert "torch_discovery.py" in done.stdout
 
 
+def test_nvml_sampler_writes_kwhs_sample_format():
+    """The sampler kwh profile runs writes exactly the columns kwh's NVML sample reader knows."""
+    import ast
+    from kwarehouse.ingest import nvml_samples
+    tree = ast.parse((Path(profile.__file__).with_name("nvml_sampler.py")).read_text())
+    written = next(ast.literal_eval(node.value) for node in tree.body
+                   if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COLUMNS")
+    assert written == nvml_samples.COLUMNS
+    assert profile.SAMPLE_INTERVAL_MS == nvml_samples.DEFAULT_INTERVAL_MS
+
+
+def test_sampler_runs_beside_discovery_and_the_ncu_pass(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "_can_sample", lambda notes: True)
+    result = profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True))
+    sampled = {s.name: s.sampler() for s in result.steps if s.samples}
+    assert sorted(sampled) == ["discovery", "ncu"]
+    assert sampled["ncu"][1:4] == [str(profile.SAMPLER), str(tmp_path / "ncu" / "nvml-samples.csv"), "--interval-ms"]
+    lines = _dry_run("-o", str(tmp_path), "--", *WORKLOAD)
+    assert sum(line.startswith("#   while it runs: ") for line in lines) == 2
+    assert not any(s.samples for s in profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True,
+                                                                      telemetry=False)).steps)
+
+
 # --- failures: one line each -------------------------------------------------------------------------------
 
 FAKE_NCU = textwrap.dedent('''\
@@ -402,6 +425,7 @@ def test_profile_replaying_the_h100_run_writes_and_ingests(tmp_path, fake_tools)
     assert manifest["kernel_regex"] == real["kernel_regex"]
     assert manifest["selection"] == real["selection"]
     assert manifest["selected_not_profiled"] == []
+    assert 0 < manifest["end_ns"] - manifest["start_ns"] < 60e9     # the ncu pass's window, for telemetry
     assert (out / "commands.sh").read_text().count("\n") == 5
     assert (out / "ncu" / "transformer_block.raw.csv").read_text() == \
         (RUNS / "transformer_quick" / "ncu" / "transformer_block.raw.csv").read_text()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -71,6 +72,8 @@ def _help() -> str:
               help="--no-profile-from-start: only between the command's cudaProfilerStart/Stop "
                    "(torch.cuda.profiler.start()/stop()).")
 @click.option("--nvtx/--no-nvtx", default=True, show_default=True, help="ncu --nvtx (NVTX ranges per launch).")
+@click.option("--telemetry/--no-telemetry", default=True, show_default=True,
+              help="NVML samples (nvml-samples.csv, needs pynvml) beside discovery and the ncu pass while they run.")
 @click.option("--ncu", "ncu", default="ncu", show_default=True, help="The ncu executable.")
 @click.option("--nsys", "nsys", default="nsys", show_default=True, help="The nsys executable.")
 @click.option("--dry-run", is_flag=True, help="Print every command; run nothing (no GPU needed).")
@@ -80,7 +83,7 @@ def _help() -> str:
 @click.pass_context
 def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, seed, warmup, iterations, tags, preset,
             top, cover_pct, discovery, discovery_from, kernel_regex, launch_skip, launch_count, invocation, replay_mode,
-            clock_control, profile_from_start, nvtx, ncu, nsys, dry_run, ingest, sub_warehouse):
+            clock_control, profile_from_start, nvtx, telemetry, ncu, nsys, dry_run, ingest, sub_warehouse):
     command = list(command)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -91,13 +94,15 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
         model=model, preset=preset, top=top, cover_pct=cover_pct, discovery=discovery, discovery_from=discovery_from,
         kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count, invocation=invocation,
         replay_mode=replay_mode, clock_control=clock_control, profile_from_start=profile_from_start, nvtx=nvtx,
-        metadata=metadata, ncu=ncu, nsys=nsys, dry_run=dry_run)
+        metadata=metadata, ncu=ncu, nsys=nsys, telemetry=telemetry, dry_run=dry_run)
     result = profile_lib.profile(options, progress=lambda line: click.echo(f"running {line}", err=True))
     if result.dry_run:
         if result.selection is not None:
             _echo_selection(result)
         for step in result.steps:
             click.echo(step.shell())
+            if step.sampler():
+                click.echo(f"#   while it runs: {shlex.join(step.sampler())}")
         click.echo(f"# manifest: {options.out / 'ncu' / 'manifest.json'} (model {result.manifest['model']}, "
                    f"preset {preset}, clock control {clock_control})")
     else:

@@ -68,9 +68,10 @@ def metric_base(metric: str) -> str:
     return metric.split(".", 1)[0]
 
 
-def check(chosen: Preset, sections: set[str] | None, metrics: set[str] | None) -> Checked:
+def check(chosen: Preset, sections: set[str] | None, metrics: set[str] | None,
+          unasked: str | None = None) -> Checked:
     """The ncu arguments of a preset, keeping what the installed ncu knows. `sections`/`metrics`:
-    what it listed, or None when it could not be asked (nothing is dropped then)."""
+    what it listed, or None when it could not be asked (nothing is dropped then; `unasked` says why)."""
     notes = []
     kept_sections = list(chosen.sections)
     if sections is not None:
@@ -79,7 +80,7 @@ def check(chosen: Preset, sections: set[str] | None, metrics: set[str] | None) -
             notes.append(f"this ncu has no section {', '.join(missing)}: dropped from preset {chosen.name}")
         kept_sections = [s for s in kept_sections if s in sections]
     elif kept_sections:
-        notes.append("sections not checked: `ncu --list-sections` gave no answer")
+        notes.append(f"sections not checked: {unasked or '`ncu --list-sections` gave no answer'}")
     kept_metrics = list(chosen.metrics)
     if metrics is not None:
         missing = [m for m in kept_metrics if metric_base(m) not in metrics]
@@ -87,7 +88,7 @@ def check(chosen: Preset, sections: set[str] | None, metrics: set[str] | None) -
             notes.append(f"this ncu lists no metric {', '.join(missing)}: dropped from preset {chosen.name}")
         kept_metrics = [m for m in kept_metrics if metric_base(m) in metrics]
     elif kept_metrics:
-        notes.append("metrics not checked: `ncu --query-metrics` gave no answer")
+        notes.append(f"metrics not checked: {unasked or '`ncu --query-metrics` gave no answer'}")
     args: list[str] = []
     if chosen.section_set:
         args += ["--set", chosen.section_set]

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,9 @@ PERMISSION_HELP = ("ncu may not read the GPU's performance counters (ERR_NVGPUCT
 _NO_DEVICE = ("No CUDA-capable device", "no CUDA-capable device", "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE",
               "No supported GPUs")
 _NOTHING_PROFILED = "No kernels were profiled"
+SAMPLER = Path(__file__).with_name("nvml_sampler.py")
+SAMPLE_INTERVAL_MS = 100          # kwarehouse.ingest.nvml_samples.DEFAULT_INTERVAL_MS
+SAMPLE_LIMIT_S = 24 * 3600        # the sampler's own stop, should kwh die without stopping it
 
 
 class ProfileError(KwhError):
@@ -64,6 +68,7 @@ class Options:
     ncu: str = "ncu"
     nsys: str = "nsys"
     python: str | None = None               # interpreter for a `script.py` command (default: this one)
+    telemetry: bool = True                  # NVML samples while discovery and the ncu pass run (pynvml)
     dry_run: bool = False
 
 
@@ -72,6 +77,14 @@ class Step:
     name: str                      # discovery, ncu, export-raw, ...
     argv: list[str]
     stdout: Path | None = None     # where stdout goes (exports); else the step's log
+    samples: Path | None = None    # NVML samples written beside the step while it runs (nvml_sampler.py)
+
+    def sampler(self) -> list[str] | None:
+        """The sampler's command line, run alongside this step (stopped by SIGTERM when it ends)."""
+        if self.samples is None:
+            return None
+        return [sys.executable, str(SAMPLER), str(self.samples), "--interval-ms", str(SAMPLE_INTERVAL_MS),
+                "--seconds", str(SAMPLE_LIMIT_S)]
 
     def shell(self) -> str:
         return shlex.join(self.argv) + (f" > {shlex.quote(str(self.stdout))}" if self.stdout else "")
@@ -124,6 +137,7 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
     facts = {} if options.dry_run else _facts(options, ncu)
+    sampling = options.telemetry and _can_sample(notes)
 
     # 1. discovery
     chosen: selection.Selection | None = None
@@ -135,16 +149,19 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
             chosen = _select(launches, options, str(options.discovery_from))
         else:
             discovery_steps, discovery_output = _discovery_steps(method, options, ncu, common, dirs["discovery"])
+            if sampling:
+                discovery_steps[0].samples = dirs["discovery"] / "nvml-samples.csv"
             steps += discovery_steps
             if not options.dry_run:
-                if method == "torch":
-                    _write_json(dirs["discovery"] / "manifest.torchprof.json",
-                                _manifest(options, model, facts, {"pass": "discovery (PyTorch profiler)"}))
-                for step in discovery_steps:
-                    _run(step, dirs["logs"], out, progress)
-                if method == "nsys":
-                    _write_json(dirs["discovery"] / "manifest.nsys.json",
-                                _manifest(options, model, facts, {"pass": "discovery (nsys)"}))
+                names = {"torch": ("manifest.torchprof.json", "discovery (PyTorch profiler)"),
+                         "nsys": ("manifest.nsys.json", "discovery (nsys)")}
+                if method in names:     # written first: kept should discovery fail
+                    _write_json(dirs["discovery"] / names[method][0],
+                                _manifest(options, model, facts, {"pass": names[method][1]}))
+                windows = [_run(step, dirs["logs"], out, progress) for step in discovery_steps]
+                if method in names:
+                    _write_json(dirs["discovery"] / names[method][0],
+                                _manifest(options, model, facts, {"pass": names[method][1]} | windows[0]))
                 launches = _read_discovery(method, discovery_output, out)
                 chosen = _select(launches, options, str(discovery_output.relative_to(out)))
         if chosen is not None:
@@ -153,12 +170,13 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
     shown_regex = regex or "<regex of the kernels discovery selects>"
 
     # 2. the targeted pass
-    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run))
+    unasked = None if shutil.which(ncu) else f"{options.ncu} is not on the PATH here"
+    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run), unasked)
     notes += checked.notes
     report = dirs["ncu"] / model
     target = [ncu, "--force-overwrite", "--export", str(report), *_kernel_filter(options, shown_regex),
               *common, *checked.args, *options.command]
-    steps.append(Step("ncu", target))
+    steps.append(Step("ncu", target, samples=dirs["ncu"] / "nvml-samples.csv" if sampling else None))
     exports = [Step("export-raw", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "raw"],
                     stdout=dirs["ncu"] / f"{model}.raw.csv"),
                Step("export-details", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "details"],
@@ -178,7 +196,8 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
 
     if chosen is not None:
         _write_json(out / "selection.json", chosen.as_json())
-    _run(next(s for s in steps if s.name == "ncu"), dirs["logs"], out, progress, nothing_profiled=shown_regex)
+    run_facts |= _run(next(s for s in steps if s.name == "ncu"), dirs["logs"], out, progress,
+                      nothing_profiled=shown_regex)
     for step in exports:
         _run(step, dirs["logs"], out, progress)
     version = environment.ncu_version(ncu)
@@ -314,10 +333,24 @@ def _manifest(options: Options, model: str, facts: dict, run: dict) -> dict:
     return manifest
 
 
-def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None], nothing_profiled: str | None = None) -> None:
-    """Run one step; its failure becomes one ProfileError line."""
+def _can_sample(notes: list[str]) -> bool:
+    """NVML samples need pynvml (nvidia-ml-py) in kwh's Python."""
+    import importlib.util
+    if importlib.util.find_spec("pynvml") is None:
+        notes.append("no NVML telemetry: pynvml is not installed (pip install nvidia-ml-py); --no-telemetry "
+                     "silences this")
+        return False
+    return True
+
+
+def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None],
+         nothing_profiled: str | None = None) -> dict:
+    """Run one step (with its NVML sampler alongside); its failure becomes one ProfileError line.
+    Returns the step's window, {"start_ns", "end_ns"} (what joins telemetry samples to the run)."""
     log = logs / f"{step.name}.log"
     progress(f"{step.name}: {step.shell()}")
+    sampler = _start_sampler(step, logs)
+    start_ns = time.time_ns()
     with log.open("w", encoding="utf-8") as log_file:
         stdout = step.stdout.open("w", encoding="utf-8") if step.stdout else log_file
         try:
@@ -326,6 +359,8 @@ def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None], not
         except OSError as exc:
             raise ProfileError(f"{step.name}: cannot start {step.argv[0]} ({exc.strerror or exc}); kept: {_kept(out)}") from None
         finally:
+            end_ns = time.time_ns()
+            _stop_sampler(sampler)
             if step.stdout:
                 stdout.close()
     text = log.read_text(encoding="utf-8", errors="replace")
@@ -345,6 +380,30 @@ def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None], not
         launched = f"; the command launched {', '.join(seen[:8])}" + (" ..." if len(seen) > 8 else "") if seen else ""
         raise ProfileError(f"{step.name}: the kernel regex matched no launch, nothing was profiled "
                            f"(regex:{nothing_profiled}){launched}; {where}; kept: {_kept(out)}")
+    return {"start_ns": start_ns, "end_ns": end_ns}
+
+
+def _start_sampler(step: Step, logs: Path) -> subprocess.Popen | None:
+    command = step.sampler()
+    if command is None:
+        return None
+    with (logs / f"{step.name}-nvml.log").open("w", encoding="utf-8") as log:
+        try:
+            return subprocess.Popen(command, stdout=log, stderr=log)
+        except OSError:
+            return None       # telemetry is a bonus: a profile never fails for it
+
+
+def _stop_sampler(sampler: subprocess.Popen | None) -> None:
+    """SIGTERM: the sampler finishes its file and exits; killed if it does not within 10 s."""
+    if sampler is None:
+        return
+    sampler.terminate()
+    try:
+        sampler.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        sampler.kill()
+        sampler.wait()
 
 
 def _profiled(log: Path) -> list[dict]:
