@@ -371,3 +371,28 @@ def test_manifest_window_for_a_run_without_a_timeline(tmp_path, new_warehouse):
     interval = nvml_interval()
     assert samples == len([t for t in times if t >= manifest["start_ns"] and t - interval <= manifest["end_ns"]]) == 87
     assert counter == "ncu counters"
+
+
+def test_nvml_json_lines_read_like_the_csv(tmp_path):
+    records = []
+    for _, cells in nvml_log()[:20]:
+        record = {k: (None if v == "" else v if k in ("gpu_uuid", "gpu_name") else
+                      int(v) if k in ("timestamp_ns", "gpu_index") else float(v)) for k, v in cells.items()}
+        records.append(json.dumps(record))
+    log = tmp_path / "samples.jsonl"
+    log.write_text("\n".join(records) + "\n")
+    as_json = ingest.read(log).samples.drop("line")
+    as_csv = ingest.read(GEMM / "nvml-samples.csv").samples
+    as_csv = as_csv.filter(as_csv["line"] <= 21).drop("line")
+    assert as_json.equals(as_csv)
+
+
+def test_dcgmi_mig_rows_and_stop_line(tmp_path):
+    lines = (DCGMI / "dcgmi-dmon.txt").read_text().splitlines(keepends=True)
+    stopped = tmp_path / "dcgmi-dmon.txt"
+    stopped.write_text("".join(lines) + "\n\ndmon was stopped do to receiving a signal\n")   # (sic) DeviceMonitor.cpp
+    assert ingest.read(stopped).samples.height == 6
+    mig = tmp_path / "mig.txt"
+    mig.write_text("".join(lines[:3]) + lines[3].replace("GPU 0  ", "GPU-I 1"))
+    with pytest.raises(InputError, match=r"mig.txt:4: GPU-I \(MIG\) rows are not read"):
+        ingest.read(mig)

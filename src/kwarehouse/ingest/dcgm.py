@@ -91,11 +91,9 @@ class DcgmiDmon:
                 raise InputError(path, f"{cell!r} in column {short} is not a number", number) from None
         if short in RATIO_FIELDS:
             value, unit = (None if value is None else value * 100.0), "%"
-        elif short in ("PCITX", "PCIRX", "NVLTX", "NVLRX"):
-            unit = "byte/s"
         else:
-            value, unit = telemetry.convert(value, FIELD_UNITS.get(short)) if value is not None else \
-                (None, telemetry.convert(0.0, FIELD_UNITS.get(short))[1])
+            unit = telemetry.base_unit(FIELD_UNITS.get(short))
+            value = None if value is None else telemetry.convert(value, FIELD_UNITS.get(short))[0]
         return {"source": SOURCE, "line": number, "timestamp_ns": None, "gpu_index": gpu, "gpu_uuid": None,
                 "gpu_name": None, "pci_bus_id": None, "process_id": None, "process_name": None,
                 "field": telemetry.field_name(SOURCE, short), "source_field": short, "value": value,

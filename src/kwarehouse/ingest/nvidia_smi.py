@@ -105,11 +105,11 @@ class NvidiaSmiQuery:
                 values.append((name, unit, cell, self._value(path, number, index, name, unit, cell, with_units)))
             for name, unit, cell, value in values:
                 field = telemetry.field_name(QUERY_SOURCE, name)
-                converted, base_unit = (telemetry.convert(value, unit or DEFAULT_UNITS.get(field))
-                                        if value is not None else (None, unit and telemetry.UNITS.get(unit, (1, unit))[1]))
+                unit = unit or DEFAULT_UNITS.get(field)
                 rows.append({"source": QUERY_SOURCE, "line": number, **identity, "process_id": None,
-                             "process_name": None, "field": field, "source_field": name, "value": converted,
-                             "unit": base_unit or DEFAULT_UNITS.get(field),
+                             "process_name": None, "field": field, "source_field": name,
+                             "value": None if value is None else telemetry.convert(value, unit)[0],
+                             "unit": telemetry.base_unit(unit),
                              "value_text": None if value is not None or cell in telemetry.MISSING else cell})
         return _result(path, self.name, rows)
 
@@ -156,7 +156,7 @@ class _Table:
     """dmon and pmon: '#'-prefixed name and unit lines, then whitespace-separated values."""
 
     name: ClassVar[str]
-    key: ClassVar[str]          # the column that tells dmon from pmon
+    key: ClassVar[str] = "pid"  # the column only pmon has
 
     def sniff(self, path: Path, head: bytes) -> bool:
         first, _, rest = head.lstrip(b"\xef\xbb\xbf").partition(b"\n")
@@ -165,8 +165,6 @@ class _Table:
         units = second.decode("utf-8", "replace")
         return (first.startswith(b"#") and units.startswith("#") and "gpu" in names
                 and ("Idx" in units.split()) and (self.key in names) == (self.name == PMON_SOURCE))
-
-    key = "pid"
 
     def read(self, path: Path) -> ReadResult:
         lines = _lines(path)
@@ -219,9 +217,9 @@ class _Table:
                     value = telemetry.number(cell)
                 except ValueError:
                     raise InputError(path, f"{cell!r} in column {name} is not a number", number) from None
-            converted, base_unit = telemetry.convert(value, unit) if value is not None else (None, None)
             rows.append({"source": self.name, "line": number, **identity, "field": field, "source_field": name,
-                         "value": converted, "unit": base_unit or telemetry.UNITS.get(unit or "", (1, unit))[1],
+                         "value": None if value is None else telemetry.convert(value, unit)[0],
+                         "unit": telemetry.base_unit(unit),
                          "value_text": cell if name == "type" and cell not in telemetry.MISSING else None})
         return rows
 

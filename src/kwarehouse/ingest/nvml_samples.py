@@ -85,11 +85,11 @@ class NvmlSamples:
                     continue
                 raw = record[column]
                 value = None if raw in (None, "") else _number(path, number, column, raw)
-                converted, unit = telemetry.convert(value if value is not None else 0.0, unit_of(column))
                 rows.append({"source": SOURCE, "line": number, **identity, "pci_bus_id": None, "process_id": None,
                              "process_name": None, "field": telemetry.field_name(SOURCE, column),
-                             "source_field": column, "value": converted if value is not None else None,
-                             "unit": unit, "value_text": None})
+                             "source_field": column,
+                             "value": None if value is None else telemetry.convert(value, unit_of(column))[0],
+                             "unit": telemetry.base_unit(unit_of(column)), "value_text": None})
         samples = telemetry.frame(rows)
         return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples,
                           gpu_name=telemetry.first_gpu_name(samples))

@@ -29,7 +29,7 @@ SAMPLE_COLUMNS = {
 UNITS = {
     "%": (1.0, "%"), "MHz": (1e6, "Hz"), "W": (1.0, "W"), "mW": (1e-3, "W"), "MiB": (2.0 ** 20, "byte"),
     "MB": (2.0 ** 20, "byte"), "KiB": (1024.0, "byte"), "GiB": (2.0 ** 30, "byte"), "C": (1.0, "C"),
-    "MB/s": (1e6, "byte/s"), "KB/s": (1e3, "byte/s"), "bool": (1.0, "bool"), "errs": (1.0, "count"),
+    "MB/s": (1e6, "byte/s"), "KB/s": (1e3, "byte/s"), "B/s": (1.0, "byte/s"), "bool": (1.0, "bool"), "errs": (1.0, "count"),
 }
 # Cells that mean "no value" in nvidia-smi, dmon/pmon and dcgmi output.
 MISSING = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[Insufficient Permissions]", "-", ""}
@@ -56,6 +56,11 @@ def convert(value: float, unit: str | None) -> tuple[float, str | None]:
         return value, None
     factor, base = UNITS.get(unit, (1.0, unit))
     return value * factor, base
+
+
+def base_unit(unit: str | None) -> str | None:
+    """The base unit a value printed in `unit` is stored in."""
+    return UNITS.get(unit, (1.0, unit))[1] if unit else None
 
 
 def number(text: str) -> float | None:
