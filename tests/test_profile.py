@@ -84,6 +84,20 @@ def test_regex_escapes_and_anchors():
     assert triton.search("triton_poi_fused_add_3") and not triton.search("triton_poi_fused_add_mul_3")
 
 
+def test_doctests():
+    import doctest
+    assert doctest.testmod(selection).failed == 0
+
+
+def test_invocation_takes_the_functions_of_a_built_regex(tmp_path):
+    built = selection.kernel_regex(["saxpy", "sgemm_tiled"])
+    lines = _dry_run("-o", str(tmp_path), "--kernel-regex", built, "--invocation", "1", "--", "./app")
+    assert "--kernel-name-base function --kernel-id '::regex:^(saxpy|sgemm_tiled)$:1'" in lines[0]
+    result = CliRunner().invoke(main, ["profile", "--dry-run", "--kernel-regex", "^at::foo", "--invocation", "1",
+                                       "--", "./app"])
+    assert _one_error_line(result).startswith("Error: --invocation matches function names")
+
+
 def test_regex_matched_ncus_names_on_the_gpu():
     """On the H100 (ncu 2025.3.1) ncu took the regex as written: 2 launches of the two CuPy kernels."""
     lines = (RUNS / "regex_dialect.txt").read_text().splitlines()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -257,16 +258,14 @@ def _kernel_filter(options: Options, regex: str) -> list[str]:
     if options.launch_count is not None:
         limits += ["--launch-count", str(options.launch_count)]
     if options.invocation is not None:
-        functions = _functions_of(options, regex)
-        pattern = "^(" + "|".join(selection.re.escape(f) for f in functions) + ")$" if functions else regex
+        functions = selection.functions_in(regex)
+        if functions is None and ":" in regex:
+            raise ProfileError(f"--invocation matches function names (ncu --kernel-id, whose fields are colon-separated), "
+                               f"and regex:{regex} holds a colon: give --kernel-regex as function names (^(f|g)$), "
+                               "or one kwh profile / kwh hot-kernels built")
+        pattern = "^(" + "|".join(re.escape(f) for f in functions) + ")$" if functions else regex
         return ["--kernel-name-base", "function", "--kernel-id", f"::regex:{pattern}:{options.invocation}", *limits]
     return ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{regex}", *limits]
-
-
-def _functions_of(options: Options, regex: str) -> list[str]:
-    """The function names inside a regex kernel_regex built (for --kernel-id)."""
-    inner = regex.rsplit(")*(", 1)[-1].rsplit(")([<(]", 1)[0] if ")*(" in regex else ""
-    return [selection.re.sub(r"\\(.)", r"\1", part).replace("(_[0-9]+)?", "") for part in inner.split("|") if part]
 
 
 def _discovery_steps(method: str, options: Options, ncu: str, common: list[str], folder: Path) -> tuple[list[Step], Path]:
@@ -372,11 +371,16 @@ def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None],
     if any(marker in text for marker in _NO_DEVICE):
         raise ProfileError(f"{step.name}: no GPU the command can use (the CUDA driver found no device); {where}; "
                            f"kept: {_kept(out)}")
+    if "torch_discovery: the profiler never started" in text:
+        raise ProfileError(f"{step.name}: the command never called torch.cuda.profiler.start(), which "
+                           "--no-profile-from-start waits for: bracket its measured region with "
+                           "torch.cuda.profiler.start()/stop(), or use --discovery ncu; "
+                           f"{where}; kept: {_kept(out)}")
     if status != 0:
         raise ProfileError(f"{step.name}: the command failed (exit status {status}); {where}; kept: {_kept(out)}")
     if nothing_profiled is not None and _NOTHING_PROFILED in text:
         # ncu lists what ran after "Available Kernels:" ("1. saxpy")
-        seen = selection.re.findall(r"^\d+\. (.+)$", text.split("Available Kernels:", 1)[-1], selection.re.M)
+        seen = re.findall(r"^\d+\. (.+)$", text.split("Available Kernels:", 1)[-1], re.M)
         launched = f"; the command launched {', '.join(seen[:8])}" + (" ..." if len(seen) > 8 else "") if seen else ""
         raise ProfileError(f"{step.name}: the kernel regex matched no launch, nothing was profiled "
                            f"(regex:{nothing_profiled}){launched}; {where}; kept: {_kept(out)}")
@@ -411,7 +415,7 @@ def _profiled(log: Path) -> list[dict]:
     found = []
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []:
         # `"saxpy" - 0: 0%...100% - 10 passes`, or with --kernel-id `"1:7:saxpy:2": ...` (context:stream:name:invocation)
-        match = selection.re.match(r'==PROF== Profiling "(.*?)"(?: - (\d+))?.*- (\d+) pass', line)
+        match = re.match(r'==PROF== Profiling "(.*?)"(?: - (\d+))?.*- (\d+) pass', line)
         if match:
             name, launch = match.group(1), match.group(2)
             parts = name.split(":")

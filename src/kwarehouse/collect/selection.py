@@ -32,6 +32,7 @@ _RETURN_TYPE = r"void |std::enable_if<.*>::type "
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::|<unnamed>::")
 _MANGLED_PART = re.compile(r"(\d+)")
 _TRITON_WITHOUT_COUNTER = re.compile(r"triton_\w*[A-Za-z]$")
+_TRITON_COUNTER = "(_[0-9]+)?"
 _NOT_A_KERNEL = re.compile(r"\[CUDA |Memcpy |Memset\b|Memcpy$")
 
 
@@ -180,11 +181,24 @@ def kernel_regex(functions: Iterable[str]) -> str:
     return f"^({_RETURN_TYPE})?({_SCOPE})*({'|'.join(_pattern(n) for n in names)})([<(].*)?$"
 
 
+def functions_in(regex: str) -> list[str] | None:
+    """The function names of a regex kernel_regex built (None for any other regex).
+
+    >>> functions_in(kernel_regex(["saxpy", "triton_poi_fused_add", "a.b"]))
+    ['a.b', 'saxpy', 'triton_poi_fused_add']
+    """
+    found = _BUILT.fullmatch(regex)
+    if found is None:
+        return None
+    names = [part.replace(_TRITON_COUNTER, "") for part in found.group(1).split("|")]
+    return [re.sub(r"\\(.)", r"\1", name) for name in names]
+
+
 def _pattern(function: str) -> str:
     """One function name, escaped. A Triton kernel named without its per-graph counter (kwh's
     kernel_base drops it: signature_rules.csv) matches every counter: `triton_poi_fused_add(_[0-9]+)?`."""
     if _TRITON_WITHOUT_COUNTER.match(function):
-        return re.escape(function) + "(_[0-9]+)?"
+        return re.escape(function) + _TRITON_COUNTER
     return re.escape(function)
 
 
@@ -192,6 +206,10 @@ def is_kernel(function: str) -> bool:
     """False for the copies and fills timelines list among kernels (`[CUDA memset]`, `Memcpy HtoD`):
     ncu profiles kernels only."""
     return not _NOT_A_KERNEL.match(function)
+
+
+# what kernel_regex writes, its function alternatives in group 1
+_BUILT = re.compile(re.escape(f"^({_RETURN_TYPE})?({_SCOPE})*(") + r"(.*)" + re.escape(")([<(].*)?$"))
 
 
 def per_model_regexes(functions_by_model: dict[str, list[str]]) -> dict[str, str]:
