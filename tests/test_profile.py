@@ -258,6 +258,12 @@ def test_dry_run_lists_the_discovery_pass(tmp_path):
     assert lines[1].startswith("nsys export --type sqlite") and lines[2].startswith("nsys stats --report cuda_gpu_kern_sum")
 
 
+def test_the_commands_own_options_stay_its_own(tmp_path):
+    """Everything from the command's first word on is the command's, with or without `--`."""
+    lines = _dry_run("-o", str(tmp_path), "--discovery", "ncu", "python3", "x.py", "--batch", "8", "--top", "2")
+    assert lines[0].endswith("python3 x.py --batch 8 --top 2")
+
+
 def test_instance_limits(tmp_path):
     lines = _dry_run("-o", str(tmp_path), "--kernel-regex", "^gemm", "--launch-skip", "2", "--launch-count", "5",
                      "--", "./app")

@@ -36,7 +36,7 @@ def _help() -> str:
             "  kwh profile --preset roofline --cover 80 --ingest -- python3 train.py --steps 3\n")
 
 
-@click.command("profile", help=_help(), context_settings={"ignore_unknown_options": True})
+@click.command("profile", help=_help(), context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: profile-MODEL).")
