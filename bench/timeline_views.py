@@ -1,0 +1,116 @@
+"""Latency of the real-GPU-time views (issue 20) at fleet scale: N timeline runs and N ncu runs.
+
+bench/run.py builds its fleet by re-exporting and ingesting real files, which costs about an hour per
+10,000 ncu runs and replicates no timelines. This bench replicates already-ingested real rows instead:
+it ingests the corpus (its PyTorch traces and ncu exports) once, then writes N copies of each timeline
+run's kernel_launches rows and of each ncu run's kernels rows as new runs (new run ids; model names
+spread over --models x 6 models, so the fleet has as many (model, GPU) partitions as bench/run.py's),
+one Parquet file per (table, model, GPU) partition, as `kwh compact` leaves a warehouse. Every value but
+run_id and model is a real value of the corpus. The views then run in DuckDB over read_parquet of those
+files, as kwh's sessions read a compacted warehouse; each result is fetched whole as an Arrow table.
+Cold = a fresh connection (view binding included), warm = median of 3 on one connection.
+
+    python bench/timeline_views.py /tmp/corpus/a --runs 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+from kwarehouse import pipeline, schema, store, views
+from kwarehouse.store import Warehouse
+
+VIEWS = ["kernel_time", "kernel_popularity", "library_share", "speed_of_light", "time_weighted_kernels", "coverage",
+         "gpu_timeline", "launch_bound", "fusion_candidates", "nvtx_gpu_time", "rank_balance"]
+REPLICATED = {"kernel_launches", "kernels", "runs"}
+
+
+def build(corpus: Path, work: Path, runs: int, models: int) -> Path:
+    """Ingest the corpus, then write the replicated fleet's Parquet under work/fleet; returns that folder."""
+    warehouse = Warehouse(work / "wh")
+    report = pipeline.ingest([corpus], warehouse)
+    if report.failed:
+        print(f"(ignored {len(report.failed)} file(s) the ingest refused)")
+    con = warehouse.connect()
+    fleet = work / "fleet"
+    fleet.mkdir(parents=True, exist_ok=True)
+    timeline_runs = [r for (r,) in con.execute("SELECT DISTINCT run_id FROM kernel_launches ORDER BY 1").fetchall()]
+    ncu_runs = [r for (r,) in con.execute("SELECT DISTINCT run_id FROM kernels ORDER BY 1").fetchall()]
+    # copy i of source run s becomes run '<s>-<i>' of model '<model>_<i % models>'
+    copies = con.sql(f"SELECT range AS copy FROM range({max(1, runs // max(len(timeline_runs), 1))})").to_arrow_table()
+    con.register("copies", copies)
+    for table in schema.tables():
+        target = fleet / table
+        if table in REPLICATED:
+            sql = (f"SELECT * REPLACE (concat(run_id, '-', CAST(c.copy AS VARCHAR)) AS run_id, "
+                   f"concat(model, '_', CAST(c.copy % {models} AS VARCHAR)) AS model) "
+                   f"FROM {table} CROSS JOIN copies c")
+        else:
+            sql = f"SELECT * FROM {table}"
+        count = con.execute(f"SELECT count(*) FROM ({sql})").fetchall()[0][0]
+        if count == 0:
+            continue
+        if table.startswith("rollup"):
+            continue
+        partition = "PARTITION_BY (model, gpu), " if "model" in [c for c, _ in schema.tables()[table].sql_types] else ""
+        con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET, {partition}OVERWRITE_OR_IGNORE)")
+    counts = {t: con.execute(f"SELECT count(*) FROM read_parquet('{fleet / t}/**/*.parquet')").fetchall()[0][0]
+              for t in ("kernel_launches", "kernels", "runs") if (fleet / t).exists()}
+    print(f"fleet: {len(timeline_runs)} timeline and {len(ncu_runs)} ncu runs x {copies.num_rows} copies; rows {counts}")
+    con.close()
+    return fleet
+
+
+def session(fleet: Path, root: Path):
+    """A DuckDB connection with the base tables over the fleet's Parquet and every view."""
+    con = duckdb.connect()
+    for table, spec in schema.tables().items():
+        folder = fleet / table
+        if folder.exists():
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{folder}/**/*.parquet', "
+                        "hive_partitioning = true, union_by_name = true)")
+        else:
+            columns = ", ".join(f'"{c}" {t}' for c, t in spec.sql_types)
+            con.execute(f"CREATE TABLE {table} ({columns})")
+    store._add_reference_tables(con)          # metric_catalog, gpu_peaks: as kwh's own sessions
+    views.create_all(con, root)
+    return con
+
+
+def measure(fleet: Path, root: Path) -> list[tuple[str, float, float, int]]:
+    out = []
+    for name in VIEWS:
+        con = session(fleet, root)
+        start = time.perf_counter()
+        rows = con.sql(f"SELECT * FROM {name}").to_arrow_table().num_rows
+        cold = time.perf_counter() - start
+        warm = []
+        for _ in range(3):
+            start = time.perf_counter()
+            con.sql(f"SELECT * FROM {name}").to_arrow_table()
+            warm.append(time.perf_counter() - start)
+        con.close()
+        out.append((name, cold, statistics.median(warm), rows))
+        print(f"{name:24s} cold {cold:6.3f} s  warm {statistics.median(warm):6.3f} s  {rows:,} rows", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path, help="a folder of real exports with PyTorch traces (the corpus)")
+    parser.add_argument("--runs", type=int, default=10000, help="timeline runs in the fleet (as many ncu runs)")
+    parser.add_argument("--models", type=int, default=50, help="copies of each model name (x 6 models)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kwh-bench-timeline-") as tmp:
+        fleet = build(args.corpus, Path(tmp), args.runs, args.models)
+        measure(fleet, Path(tmp) / "wh")
+
+
+if __name__ == "__main__":
+    main()
