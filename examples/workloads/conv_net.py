@@ -32,9 +32,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    # No autotuning: cudnn.benchmark times candidate algorithms in every process and picks per run, so the
-    # discovery pass and the ncu pass would launch different convolution kernels (it did on an H100:
-    # tests/data/profile-h100/README.md). cuDNN's heuristics pick the same kernels each run.
+    # No autotuning: cudnn.benchmark times candidate algorithms in every process and picks per run (on an
+    # H100, two runs of this net with it on chose different implicit-GEMM tiles), so discovery and the ncu
+    # pass could launch different convolution kernels; cuDNN's heuristics pick the same ones each run.
     torch.backends.cudnn.benchmark = False
     model = net().cuda().half().to(memory_format=torch.channels_last).eval()
     x = torch.randn(args.batch, 3, args.image_size, args.image_size, device="cuda", dtype=torch.half)
