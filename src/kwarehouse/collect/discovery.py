@@ -132,12 +132,24 @@ def read_nsys_kernel_summary(path: Path) -> list[tuple[str, int, int]]:
     raise KwhError(f"{path}: no cuda_gpu_kern_sum table (a header with Name, Total Time and Instances)")
 
 
-def read_any(path: Path) -> tuple[str, list[tuple]]:
-    """(method, launches) from an existing discovery output: a PyTorch trace, an ncu raw page with
-    gpu__time_duration.sum, or an nsys kernel summary CSV (for --discovery-from)."""
-    head = path.open("rb").read(4096).lstrip()
+def kind_of(path: Path) -> str:
+    """Which discovery output a file is, from its first bytes: "torch" (a PyTorch profiler trace),
+    "ncu" (an ncu raw page with gpu__time_duration.sum) or "nsys" (an nsys kernel summary CSV)."""
+    with path.open("rb") as handle:
+        head = handle.read(4096).lstrip()
     if head.startswith(b"{"):
-        return "torch", read_torch_trace(path)
+        return "torch"
     if b'"ID"' in head or b"==PROF==" in head:
-        return "ncu", read_ncu_durations(path)
-    return "nsys", read_nsys_kernel_summary(path)
+        return "ncu"
+    return "nsys"
+
+
+def read(method: str, path: Path) -> list[tuple]:
+    """The launches (or summary lines) of a discovery output of `method`."""
+    return {"torch": read_torch_trace, "ncu": read_ncu_durations, "nsys": read_nsys_kernel_summary}[method](path)
+
+
+def read_any(path: Path) -> tuple[str, list[tuple]]:
+    """(method, launches) from an existing discovery output (for --discovery-from)."""
+    method = kind_of(path)
+    return method, read(method, path)

@@ -130,7 +130,7 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
     if not options.dry_run:
         _check_machine(options, ncu)
     ncu = ncu or options.ncu
-    method = _discovery_method(options)
+    method = discovery.kind_of(options.discovery_from) if options.discovery_from else _discovery_method(options)
     common = _common_ncu_args(options)
     steps: list[Step] = []
     dirs = {"discovery": out / "discovery", "ncu": out / "ncu", "logs": out / "logs"}
@@ -140,39 +140,17 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
     facts = {} if options.dry_run else _facts(options, ncu)
     sampling = options.telemetry and _can_sample(notes)
 
-    # 1. discovery
-    chosen: selection.Selection | None = None
-    regex = options.kernel_regex
-    discovery_output: Path | None = options.discovery_from
-    if regex is None:
-        if options.discovery_from is not None:
-            method, launches = discovery.read_any(options.discovery_from)
-            chosen = _select(launches, options, str(options.discovery_from))
-        else:
-            discovery_steps, discovery_output = _discovery_steps(method, options, ncu, common, dirs["discovery"])
-            if sampling:
-                discovery_steps[0].samples = dirs["discovery"] / "nvml-samples.csv"
-            steps += discovery_steps
-            if not options.dry_run:
-                names = {"torch": ("manifest.torchprof.json", "discovery (PyTorch profiler)"),
-                         "nsys": ("manifest.nsys.json", "discovery (nsys)")}
-                if method in names:     # written first: kept should discovery fail
-                    _write_json(dirs["discovery"] / names[method][0],
-                                _manifest(options, model, facts, {"pass": names[method][1]}))
-                windows = [_run(step, dirs["logs"], out, progress) for step in discovery_steps]
-                if method in names:
-                    _write_json(dirs["discovery"] / names[method][0],
-                                _manifest(options, model, facts, {"pass": names[method][1]} | windows[0]))
-                launches = _read_discovery(method, discovery_output, out)
-                chosen = _select(launches, options, str(discovery_output.relative_to(out)))
-        if chosen is not None:
-            regex = chosen.regex
-            notes += chosen.notes
+    # 1. discovery and the selection
+    chosen, discovery_steps = _discover(options, method, model, facts, ncu, common, dirs, sampling, progress)
+    steps += discovery_steps
+    if chosen is not None:
+        notes += chosen.notes
+    regex = chosen.regex if chosen is not None else options.kernel_regex
     shown_regex = regex or "<regex of the kernels discovery selects>"
 
     # 2. the targeted pass
     unasked = None if shutil.which(ncu) else f"{options.ncu} is not on the PATH here"
-    checked = presets.check(presets.preset(options.preset), *_installed(ncu, options.dry_run), unasked)
+    checked = presets.check(presets.preset(options.preset), *_installed(ncu), unasked)
     notes += checked.notes
     report = dirs["ncu"] / model
     target = [ncu, "--force-overwrite", "--export", str(report), *_kernel_filter(options, shown_regex),
@@ -215,6 +193,33 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
     (out / "commands.sh").write_text("#!/bin/sh\n# kwh profile: every command it ran, in order\n"
                                      + "".join(s.shell() + "\n" for s in steps), encoding="utf-8")
     return Result(out, steps, chosen, shown_regex, manifest, notes, ingest_sources, False)
+
+
+def _discover(options: Options, method: str, model: str, facts: dict, ncu: str, common: list[str], dirs: dict,
+              sampling: bool, progress: Callable[[str], None]) -> tuple[selection.Selection | None, list[Step]]:
+    """The selection (None with --kernel-regex) and the discovery steps (run unless dry_run; none with
+    --discovery-from). A torch or nsys discovery gets its manifest, written first so that it is kept
+    should discovery fail, and again after with the pass's window."""
+    if options.kernel_regex is not None:
+        return None, []
+    if options.discovery_from is not None:
+        _, launches = discovery.read_any(options.discovery_from)
+        return _select(launches, options, str(options.discovery_from)), []
+    out = options.out
+    steps, output = _discovery_steps(method, options, ncu, common, dirs["discovery"])
+    if sampling:
+        steps[0].samples = dirs["discovery"] / "nvml-samples.csv"
+    if options.dry_run:
+        return None, steps
+    manifest = {"torch": ("manifest.torchprof.json", "discovery (PyTorch profiler)"),
+                "nsys": ("manifest.nsys.json", "discovery (nsys)")}.get(method)
+    if manifest:
+        _write_json(dirs["discovery"] / manifest[0], _manifest(options, model, facts, {"pass": manifest[1]}))
+    windows = [_run(step, dirs["logs"], out, progress) for step in steps]
+    if manifest:
+        _write_json(dirs["discovery"] / manifest[0],
+                    _manifest(options, model, facts, {"pass": manifest[1]} | windows[0]))
+    return _select(_read_discovery(method, output, out), options, str(output.relative_to(out))), steps
 
 
 def _check_machine(options: Options, ncu: str | None) -> None:
@@ -297,12 +302,10 @@ def _read_discovery(method: str, path: Path, out: Path) -> list[tuple]:
     if not path.is_file():
         raise ProfileError(f"discovery ({method}) wrote no {path.relative_to(out)}; see {out / 'logs'}; kept: "
                            f"{_kept(out)}")
-    reader = {"torch": discovery.read_torch_trace, "ncu": discovery.read_ncu_durations,
-              "nsys": discovery.read_nsys_kernel_summary}[method]
-    return reader(path)
+    return discovery.read(method, path)
 
 
-def _installed(ncu: str, dry_run: bool) -> tuple[set[str] | None, set[str] | None]:
+def _installed(ncu: str) -> tuple[set[str] | None, set[str] | None]:
     """The sections and metric base names the installed ncu lists (None where it cannot say)."""
     if shutil.which(ncu) is None:
         return None, None
