@@ -36,6 +36,13 @@ WITH t AS (
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
            max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches
     FROM bottleneck_thresholds
+), launches AS (
+    -- bottleneck_class and occupancy read once; the signals below all work from this
+    SELECT b.run_id, b.launch_id, b.model, b.kernel_id, b.library, b.op_class, b.kernel_base, b.bottleneck,
+           b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
+           b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
+           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread
+    FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
 ), totals AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
@@ -118,7 +125,7 @@ WITH t AS (
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
            'tile for reuse (shared memory, an L2-friendly block order) so each byte leaves DRAM once' AS fix,
            'ncu replay' AS time_basis
-    FROM bottleneck_class b
+    FROM launches b
     WHERE b.bottleneck = 'cache-inefficient'
     GROUP BY b.kernel_id
 ), register_limited AS (
@@ -128,16 +135,15 @@ WITH t AS (
            CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
            concat(min(o.limiter_evidence), '; achieved ', CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / sum(o.duration_ns), 1) AS VARCHAR),
                   ' % (time-weighted); ', CAST(min(o.registers_per_thread) AS VARCHAR), '-', CAST(max(o.registers_per_thread) AS VARCHAR),
-                  ' registers/thread; ', min(b.bottleneck)) AS evidence,
+                  ' registers/thread; ', min(o.bottleneck)) AS evidence,
            sum(o.duration_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
            'cap registers (__launch_bounds__, -maxrregcount) or split the kernel; check that no spills appear' AS fix,
            'ncu replay' AS time_basis
-    FROM occupancy o
-    JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
+    FROM launches o
     LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
          AND r.speedup_type = 'global'
-    WHERE o.occupancy_limiter = 'registers' AND b.bottleneck IN ('latency-bound', 'occupancy-limited')
+    WHERE o.occupancy_limiter = 'registers' AND o.bottleneck IN ('latency-bound', 'occupancy-limited')
     GROUP BY o.kernel_id
 ), small_grid AS (
     SELECT 'grid too small to fill the GPU' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
@@ -152,7 +158,7 @@ WITH t AS (
            'ESTIMATE (upper bound): the same work spread over every SM at the same per-SM speed: time x (1 - waves per SM)' AS assumption,
            'more, smaller blocks (split the reduction/rows, split-K), batch launches together, or run it concurrently on another stream' AS fix,
            'ncu replay' AS time_basis
-    FROM bottleneck_class b
+    FROM launches b
     WHERE b.bottleneck = 'grid-too-small'
     GROUP BY b.kernel_id
 ), tail_wave AS (
@@ -167,7 +173,7 @@ WITH t AS (
            'ESTIMATE: ncu''s own tail-wave estimate (LaunchConfiguration, global speedup), assuming blocks of equal duration' AS assumption,
            'a grid that is a whole number of waves (tile size, split-K, or persistent scheduling)' AS fix,
            'ncu replay' AS time_basis
-    FROM bottleneck_class b
+    FROM launches b
     JOIN rules r ON r.run_id = b.run_id AND r.launch_id = b.launch_id AND r.rule_name = 'LaunchConfiguration'
          AND r.speedup_type = 'global' AND r.description LIKE '%partial wave%'
     WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND r.speedup_pct > 0
@@ -213,7 +219,7 @@ WITH t AS (
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
            'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
-    FROM bottleneck_class b CROSS JOIN t
+    FROM launches b CROSS JOIN t
     WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
     GROUP BY b.kernel_id
 ), seed_gemm_tensor AS (
@@ -242,9 +248,8 @@ WITH t AS (
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
            'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
-    FROM occupancy o CROSS JOIN t
-    JOIN bottleneck_class b ON b.run_id = o.run_id AND b.launch_id = o.launch_id
-    WHERE b.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
+    FROM launches o CROSS JOIN t
+    WHERE o.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
       AND o.achieved_occupancy_pct < t.low_occupancy_pct
     GROUP BY o.kernel_base
 ), seed_tiny_grids AS (
