@@ -31,11 +31,12 @@ NO_KERNELS = DATA / "text-nsys-l40s-nokernels/stats_stdout.txt"      # nsys stat
 PUSHPOP = DATA / "csv-nsys-xla-pushpop/output_nvtx_pushpop_trace.csv"
 NO_KERNEL_DATA = DATA / "bad/nsys_stats_no_kernel_data.txt"
 OLD = DATA / "text-nsys-old-paddle/stats_console.txt"             # nsys 2021-era --stats=true tables
+BOXED = DATA / "text-nsys-rtx3080-table/stats_table.txt"          # nsys stats --format table
 
 
 def test_each_capture_is_claimed_by_its_reader_only():
     for path, name in ((A100, "nsys-text"), (DERIVATIVE, "nsys-text"), (PROJECTION, "nsys-text"), (VLLM, "nsys-text"),
-                       (NO_KERNELS, "nsys-text"), (NO_KERNEL_DATA, "nsys-text"), (OLD, "nsys-text"),
+                       (NO_KERNELS, "nsys-text"), (NO_KERNEL_DATA, "nsys-text"), (OLD, "nsys-text"), (BOXED, "nsys-text"),
                        (PUSHPOP, "nsys-stats-csv")):
         assert ingest.sniff(path).name == name, path
     # the CSV stats captures and the ncu console text stay with their own readers
@@ -207,7 +208,7 @@ def test_pre_2022_console_tables_by_title_and_unit():
 
 
 @settings(max_examples=80, deadline=20_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.sampled_from([A100, DERIVATIVE, PROJECTION, VLLM, NO_KERNELS, OLD, PUSHPOP]),
+@given(seed=st.sampled_from([A100, DERIVATIVE, PROJECTION, VLLM, NO_KERNELS, OLD, BOXED, PUSHPOP]),
        cut=st.integers(min_value=0, max_value=8_000), noise=st.binary(max_size=64),
        where=st.floats(min_value=0, max_value=1))
 def test_damaged_captures_give_a_table_or_one_clean_line(tmp_path, seed, cut, noise, where):
@@ -223,3 +224,23 @@ def test_damaged_captures_give_a_table_or_one_clean_line(tmp_path, seed, cut, no
         assert "\n" not in str(exc) and str(path) in str(exc)
         return
     assert result.path == path
+
+
+def test_boxed_table_format(tmp_path):
+    """`nsys stats --format table` (2023.4.4): the same reports in "+---+" boxes, names cut with "…"."""
+    result = ingest.read(BOXED)
+    kernels = result.summaries
+    assert kernels.height == 28 and kernels["instances"].sum() == 2321
+    first = kernels.row(0, named=True)
+    assert (first["time_pct"], first["total_ns"], first["instances"], first["median_ns"], first["stddev_ns"]) == (
+        30.0, 11294113.0, 144, 58352.5, 30989.7)
+    assert first["kernel_name"].endswith("const floa\u2026")
+    assert "scale_f32(const float *, float *, float, float, long)" in kernels["kernel_name"].to_list()
+    memory = result.tables["memory_op_summaries"]
+    assert memory["operations"].to_list() == [895, 67, 4] and memory["total_bytes"].null_count() == 3
+    # a box without its closing border: the capture was cut
+    lines = BOXED.read_text(encoding="utf-8").splitlines(keepends=True)
+    last_row = next(i for i, line in enumerate(lines) if "21,086" in line)    # the kernel box's last row
+    (tmp_path / "cut.txt").write_text("".join(lines[: last_row + 1]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"cut.txt:\d+: the cuda_gpu_kern_sum table ends without its closing border"):
+        ingest.read(tmp_path / "cut.txt")

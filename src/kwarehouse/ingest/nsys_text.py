@@ -9,6 +9,9 @@ program's own output, and `nsys stats` with its default --format column (one or 
                                                                <- a blank line ends the table
     SKIPPED: /tmp/r.sqlite does not contain CUDA kernel data.   <- a report with nothing to show
 
+`nsys stats --format table` draws the same tables in boxes ("+----+----+" borders, "| cell |" rows):
+cells are cut at the border's "+" marks.
+
 Columns are cut at the dash runs (the last column runs to the end of the line), numbers lose their
 thousands separators, "None" is a missing value, and each table becomes the same block the CSV reader
 makes (nsys_stats_csv.Block), so both formats give the same rows. Releases before 2022 printed titles such
@@ -35,6 +38,7 @@ from kwarehouse.ingest.base import ReadResult
 from kwarehouse.ingest.nsys_stats_csv import Block, announced_report, report_of
 
 DASHES = re.compile(r"^ *-+( +-+)+ *$")
+BORDER = re.compile(r"^\+(-+\+)+\s*$")          # --format table: +----------+------+
 # Titles of the releases before 2022 (no report name on the line), and the unit they give.
 OLD_TITLE = re.compile(r"^(?P<title>[A-Za-z ]+?) \((?P<unit>nanoseconds|KiB)\)\s*$")
 OLD_TITLES = {"CUDA Kernel Statistics": "cuda_gpu_kern_sum", "CUDA API Statistics": "cuda_api_sum",
@@ -55,6 +59,8 @@ class NsysText:
         for i, line in enumerate(lines[1:], 1):
             if DASHES.match(line) and report_of(_cells(lines[i - 1], _spans(line))):
                 return True
+            if BORDER.match(lines[i - 1]) and report_of(_boxed(line, lines[i - 1])):
+                return True
         # no column table: stats output whose reports all were skipped, unless it is CSV
         return bool(CHATTER.search(text)) and not nsys_stats_csv.csv_table_in(text)
 
@@ -63,6 +69,12 @@ class NsysText:
         blocks = _Parser(path).blocks(lines)
         _complete_cut_names(blocks)
         return nsys_stats_csv.result(path, self.name, blocks, lines)
+
+
+def _boxed(line: str, border: str) -> list[str]:
+    """A "| a | b |" row cut at its border's "+" marks."""
+    marks = [m.start() for m in re.finditer(r"\+", border.rstrip())]
+    return [line[start + 1:end].strip() for start, end in zip(marks, marks[1:])]
 
 
 def _spans(dashes: str) -> list[tuple[int, int]]:
@@ -93,6 +105,17 @@ class _Parser:
                 unit = title["unit"]
                 announced = (_old_memory_report(unit) if title["title"] == OLD_MEMORY_TITLE
                              else OLD_TITLES.get(title["title"], title["title"]))
+            elif BORDER.match(line) and i + 2 < len(lines) and lines[i + 1].startswith("|") \
+                    and BORDER.match(lines[i + 2]):
+                header = _boxed(lines[i + 1], line)
+                report = report_of(header)
+                if report is not None or announced is not None:
+                    block = Block(announced or report or "", header, [], [], default_unit=unit,
+                                  announced=announced is not None)
+                    i = self._boxed_rows(lines, i + 3, line, block)
+                    blocks.append(block)
+                    announced, unit = None, None
+                    continue
             elif i > 0 and DASHES.match(line) and lines[i - 1].strip():
                 spans = _spans(line)
                 header = _cells(lines[i - 1], spans)
@@ -122,6 +145,22 @@ class _Parser:
             raise InputError(self.path, f"the {block.report or 'report'} table has a header but no rows: file "
                              "cut short (still being copied?); wait for the copy to finish or re-capture it", i)
         return i
+
+
+    def _boxed_rows(self, lines: list[str], i: int, border: str, block: Block) -> int:
+        """Rows of a --format table box from line i to its closing border; the index after it."""
+        while i < len(lines) and lines[i].startswith("|"):
+            if len(lines[i].rstrip()) != len(border.rstrip()):
+                raise InputError(self.path, f"a line that does not fit the {block.report or 'report'} table "
+                                 "(edited or cut?); re-capture it", i + 1)
+            block.rows.append(_boxed(lines[i], border))
+            block.lines.append(i + 1)
+            i += 1
+        if i >= len(lines) or not BORDER.match(lines[i]) or not block.rows:
+            raise InputError(self.path, f"the {block.report or 'report'} table ends without its closing border: "
+                             "file cut short (still being copied?); wait for the copy to finish or re-capture it",
+                             i + 1)
+        return i + 1
 
 
 def _old_memory_report(unit: str) -> str:
