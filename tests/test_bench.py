@@ -17,3 +17,4 @@ def test_bench_runs_at_its_smallest_size(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     text = (tmp_path / "r.md").read_text()
     assert "| 1 |" in text and "view roofline" in text and "query most_popular_kernels" in text
+    assert "table gpu_peaks" in text
