@@ -213,3 +213,37 @@ def test_llama_gemms_share_of_the_bf16_peak_on_the_corpus(tmp_path):
         assert tensor_flops == 2 * 2048 * 1024 * 2816
         assert 0.55 < achieved / datasheet < 0.65
         assert 60 < pct < 72 and pct == pytest.approx(util, abs=1.0)
+
+
+def test_without_tensor_counters_the_op_shapes_give_the_flops(gpt2_11b):
+    """The same launches with the tensor roofline counters taken out (as corpus A exported them): the
+    main kernel of each GEMM/attention op takes its op's FLOPs from the NVTX input shapes ('op shapes'),
+    its epilogue's CUDA-core FLOPs left out of flops; the roof stays the BF16 tensor peak at its clock."""
+    import polars as pl
+    from kwarehouse import normalize
+    (run_id, _, _), = gpt2_11b.runs()
+    stored = gpt2_11b.read_run(run_id)
+    metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
+    metrics = metrics.filter(~pl.col("metric").str.starts_with("sm__ops_path_tensor_src"))
+    kernels = pipeline.kernel_rows(pl.from_arrow(stored["kernels"]).select(pipeline.LAUNCH_COLUMNS), metrics,
+                                   normalize.KernelRules.load())
+    by_id = {row["launch_id"]: row for row in kernels.iter_rows(named=True)}
+    gemm = by_id[10]                                   # aten::addmm [768], [1024, 768], [768, 768]
+    assert gemm["tensor_flops"] is None and gemm["flops_source"] == "op shapes"
+    assert gemm["flops"] == 2 * 1024 * 768 * 768 and gemm["flops_fp32"] > 0      # epilogue kept apart
+    assert (gemm["gemm_m"], gemm["gemm_n"], gemm["gemm_k"], gemm["gemm_batch"]) == (1024, 768, 768, 1)
+    clock = rows(gpt2_11b, "SELECT value FROM metrics WHERE launch_id = 10 AND metric = "
+                           "'sm__cycles_elapsed.avg.per_second'")[0][0]
+    assert gemm["peak_flops_per_s"] == pytest.approx(540_672 * clock)
+    assert gemm["pct_of_peak"] == pytest.approx(100 * gemm["flops"] / (gemm["duration_ns"] * 1e-9) / gemm["peak_flops_per_s"])
+    # within 2 % of what the counters read for the same launch (2·M·N·K exactly here)
+    counted = _launch(gpt2_11b, 10)["tensor_flops"]
+    assert gemm["flops"] == pytest.approx(counted, rel=0.02)
+    # causal SDPA: emit_nvtx records no is_causal, so the full 4·B·H·S²·D is counted; cuDNN's name says
+    # "f16" for any 16-bit type, so without counters its dtype, and its roof, are unknown
+    sdpa = by_id[9]
+    assert sdpa["flops_source"] == "op shapes" and sdpa["flops"] == 4 * 4 * 12 * 256 * 256 * 64
+    assert sdpa["math_dtype"] == "unknown" and sdpa["peak_flops_per_s"] is None
+    # kernels that are not an op's main GEMM/attention kernel keep their counters
+    layer_norm = by_id[5]
+    assert layer_norm["flops_source"] == "ncu CUDA-core counters" and layer_norm["gemm_m"] is None
