@@ -76,8 +76,9 @@ def test_streaming_kernels_are_at_the_roof_not_cache_inefficient(fixture_warehou
         ("at::native::vectorized_elementwise_kernel", "memory-bound", "dram"),
         ("cub::detail::reduce::DeviceReduceKernel", "memory-bound", "dram"), ("saxpy", "memory-bound", "dram")]
     assert all(dram > 79 for _, _, _, dram, _ in got)
-    # the fp32 -> bf16 copy of the [50257, 768] embedding moves 214 MB: 1.39x the 154 MB its shapes give at 2 bytes
-    # an element (the fp32 source makes the true floor 232 MB, 0.92x), below the 1.5x of a reuse failure
+    # the fp32 -> bf16 copy of the [50257, 768] embedding moves 214 MB. This fixture has no trace to give the
+    # element types, so its shapes count at the bf16 math dtype: 154 MB, 1.39x, still below the 1.5x of a reuse
+    # failure (with the corpus trace: fp32 read + bf16 written = 232 MB, 0.92x)
     assert got[0][4] == pytest.approx(1.39, abs=0.01)
     assert rows(fixture_warehouse, "SELECT count(*) FROM bottleneck_class WHERE bottleneck = 'cache-inefficient'") == [(0,)]
 
