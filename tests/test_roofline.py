@@ -225,3 +225,17 @@ def test_the_report_draws_each_roof_and_places_tensor_kernels_by_their_tensor_fl
     unplaced = text[text.index("<h2>Kernels not on the roofline: NVIDIA H100 80GB HBM3"):]
     assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT" in unplaced.split("</table>")[0]
     assert "tensor-core work not counted" in unplaced.split("</table>")[0]
+
+
+def test_launches_without_nvtx_take_their_flops_from_the_models_timeline(tmp_path):
+    """compiled_mlp's ncu run has no NVTX; its PyTorch trace records the aten::mm shapes of the same
+    nvjet kernel and launch shape (timeline_shape_flops): the roofline places that GEMM with those FLOPs
+    against the bf16 roof, at 70-90 % of it (issue 18), instead of listing it as not counted."""
+    warehouse = Warehouse(tmp_path / "wh")
+    assert pipeline.ingest([DATA / "ncu-rep-compiled-mlp", DATA / "torch-trace-compiled_mlp"], warehouse).failed == []
+    found = rows(warehouse, "SELECT flops_source, roof, limiter, pct_of_roof, unplaced_reason FROM roofline "
+                            "WHERE level = 'launch' AND kernel_base LIKE 'nvjet%'")
+    assert found
+    for source, roof, limiter, pct, reason in found:
+        assert (source, roof, limiter, reason) == ("op shapes (timeline)", "bf16 tensor", "bf16 tensor", None)
+        assert 70 < pct < 90

@@ -1,6 +1,9 @@
 -- Roofline per launch and per kernel identity on each GPU: FLOPs, bytes and arithmetic intensity at each memory level (DRAM, L2, L1), achieved FLOP/s, the compute roof of the launch's dtype and unit, the roof that limits it, % of that roof and the headroom.
 -- FLOPs are kernels.flops: CUDA-core FLOPs from ncu's roofline counters plus tensor-core FLOPs from its
--- tensor roofline counters, or the op's FLOPs from its input shapes (kernels.flops_source says which).
+-- tensor roofline counters, or the op's FLOPs from its input shapes (kernels.flops_source says which);
+-- for ncu launches without NVTX, the shape FLOPs of the same model's timeline launches of that kernel
+-- and launch shape (view timeline_shape_flops; flops_source 'op shapes (timeline)', roof: the dtype's
+-- datasheet peak that the timeline launches carry).
 -- The compute roof (roof, peak_flops_per_s) is kernels.peak_flops_per_s: the dense tensor peak of the
 -- launch's math dtype when it runs tensor work ('bf16 tensor', ...), else the CUDA-core FP64 or FP32
 -- peak ('fp64 CUDA-core', 'fp32 CUDA-core'). The memory roofs are each level's bandwidth x the
@@ -16,17 +19,47 @@
 -- no op shapes gave them), whose intensity and roofs would be those of its epilogue: left NULL. Kernel
 -- level: sums over the launches that have FLOPs, the roof of the identity's longest launch, and the
 -- average of its launches' peaks.
-WITH launches AS (
-    SELECT 'launch' AS level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base,
-           math_dtype, flops_source, CAST(1 AS BIGINT) AS launches, duration_ns, flops,
-           dram_bytes, l2_bytes, l1_bytes,
-           -- runs an older kwh wrote have no peak_flops_per_s until `kwh renormalize`: the CUDA-core roof
-           coalesce(peak_flops_per_s,
-                    CASE WHEN coalesce(flops_fp64, 0) > coalesce(flops_fp32, 0) + coalesce(flops_fp16, 0)
-                         THEN peak_fp64_flops_per_s ELSE peak_fp32_flops_per_s END) AS peak_flops_per_s,
-           peak_fp32_flops_per_s, peak_fp64_flops_per_s,
-           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s
-    FROM kernels
+WITH borrowed AS (
+    -- FLOPs of ncu launches without NVTX shapes (compiled_mlp), from the same model's timeline launches of
+    -- the same kernel and launch shape (timeline_shape_flops: kept only where they all agree)
+    SELECT model, gpu, kernel_id, grid_size, block_size, flops, flops_source, math_dtype
+    FROM timeline_shape_flops
+    WHERE flops IS NOT NULL
+), dtype_roofs AS (
+    -- their roof: the dense tensor peak of that dtype on that GPU as the timeline launches carry it
+    -- (gpu_peaks.csv at the datasheet clock: a timeline has no measured clock)
+    SELECT gpu, math_dtype, median(peak_flops_per_s) AS peak_flops_per_s
+    FROM kernel_launches
+    WHERE peak_flops_per_s IS NOT NULL
+    GROUP BY gpu, math_dtype
+), sourced AS (
+    SELECT k.*, b.flops AS borrowed_flops, b.flops_source AS borrowed_source,
+           CASE WHEN k.math_dtype IS NULL OR k.math_dtype = 'unknown' THEN coalesce(b.math_dtype, k.math_dtype)
+                ELSE k.math_dtype END AS borrowed_dtype,
+           -- the kernel's own FLOPs win where they count its tensor work (counters or NVTX shapes)
+           b.flops IS NOT NULL AND NOT coalesce(k.flops_source = 'ncu tensor counters'
+                                                OR k.flops_source LIKE 'op shapes%', false) AS use_borrowed
+    FROM kernels k
+    LEFT JOIN borrowed b
+      ON b.model = k.model AND b.gpu = k.gpu AND b.kernel_id = k.kernel_id
+     AND b.grid_size = k.grid_size AND b.block_size = k.block_size
+), launches AS (
+    SELECT 'launch' AS level, s.run_id, s.launch_id, s.model, s.gpu, s.kernel_id, s.library, s.op_class,
+           s.kernel_base,
+           CASE WHEN s.use_borrowed THEN s.borrowed_dtype ELSE s.math_dtype END AS math_dtype,
+           CASE WHEN s.use_borrowed THEN s.borrowed_source ELSE s.flops_source END AS flops_source,
+           CAST(1 AS BIGINT) AS launches, s.duration_ns,
+           CASE WHEN s.use_borrowed THEN s.borrowed_flops ELSE s.flops END AS flops,
+           s.dram_bytes, s.l2_bytes, s.l1_bytes,
+           CASE WHEN s.use_borrowed THEN r.peak_flops_per_s
+                -- runs an older kwh wrote have no peak_flops_per_s until `kwh renormalize`: the CUDA-core roof
+                ELSE coalesce(s.peak_flops_per_s,
+                              CASE WHEN coalesce(s.flops_fp64, 0) > coalesce(s.flops_fp32, 0) + coalesce(s.flops_fp16, 0)
+                                   THEN s.peak_fp64_flops_per_s ELSE s.peak_fp32_flops_per_s END) END AS peak_flops_per_s,
+           s.peak_fp32_flops_per_s, s.peak_fp64_flops_per_s,
+           s.peak_dram_bytes_per_s, s.peak_l2_bytes_per_s, s.peak_l1_bytes_per_s
+    FROM sourced s
+    LEFT JOIN dtype_roofs r ON r.gpu = s.gpu AND r.math_dtype = s.borrowed_dtype
 ), named AS (
     SELECT *,
            CASE WHEN peak_flops_per_s IS NULL THEN NULL
