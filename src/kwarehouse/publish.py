@@ -16,6 +16,8 @@ The promises, and how they are kept:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -39,6 +41,28 @@ def own_objects() -> set[str]:
     """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
     return {*schema.tables(), *views.all_views(), *views.reference_tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks",
             PUBLISHED_TABLE}
+
+
+def definitions(warehouse_root: Path) -> str:
+    """A hash of everything kwh puts in warehouse.duckdb besides the data: the table schema, every
+    view's SQL, the reference tables and thresholds (the warehouse's own overrides included), the
+    peaks and metric catalog. A kwh upgrade that changes any of them makes the published file stale."""
+    digest = hashlib.sha256(_packaged_definitions().encode())
+    digest.update(repr(views.thresholds(warehouse_root)).encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _packaged_definitions() -> str:
+    from kwarehouse.normalize import peaks
+    from kwarehouse.store import normalize
+    digest = hashlib.sha256(schema.schema_sql().encode())
+    for view in views.creation_order():
+        digest.update(f"\0{view.name}\0{view.sql}".encode())
+    digest.update(repr(sorted(views.reference_tables().items())).encode())
+    digest.update(normalize.metric_catalog().write_csv().encode())
+    digest.update(peaks.peak_frame().write_csv().encode())
+    return digest.hexdigest()
 
 
 def _recorded(warehouse) -> dict:
@@ -68,7 +92,30 @@ def is_stale(warehouse) -> bool:
         current = catalog.generation(con)
     # (a warehouse copied or moved elsewhere has views naming the old folder's files)
     return (recorded.get("generation") != current or recorded.get("root") != str(warehouse.root)
+            or recorded.get("definitions") != definitions(warehouse.root)
             or not warehouse.duckdb_path.exists() or Path(f"{warehouse.duckdb_path}.wal").exists())
+
+
+def open_published(warehouse, snapshot) -> duckdb.DuckDBPyConnection | None:
+    """An in-memory connection that reads warehouse.duckdb's tables and views, when that file is
+    exactly what kwh published for this snapshot with today's definitions (no user change, no WAL);
+    else None. Opening a file binds none of its views, so a reader pays only for the views it
+    queries, where creating ~30 nested views in memory binds every one (seconds). What the user
+    creates goes to the in-memory database, never into the file."""
+    recorded = _recorded(warehouse)
+    path = warehouse.duckdb_path
+    if (recorded.get("generation") != snapshot.generation or recorded.get("root") != str(warehouse.root)
+            or recorded.get("stat") is None or recorded.get("stat") != _stat(path)
+            or Path(f"{path}.wal").exists() or recorded.get("definitions") != definitions(warehouse.root)):
+        return None
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {_literal(path)} AS kwh_published (READ_ONLY)")
+        con.execute("SET search_path = 'memory.main,kwh_published.main'")
+    except duckdb.Error:
+        con.close()      # held by a session that writes to it, or damaged: build the views in memory
+        return None
+    return con
 
 
 def publish_if_stale(warehouse) -> bool:
@@ -112,7 +159,8 @@ def publish(warehouse) -> list[str]:
         with engine.begin() as con:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
-                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root)})))
+                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
+                 "definitions": definitions(root)})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "

@@ -856,6 +856,11 @@ class Warehouse:
         if missing:
             print(f"kwh: warning: {len(missing)} committed file(s) of {self.root} are missing (first: {missing[0]}); "
                   "their rows are left out of every answer: run kwh check", file=sys.stderr)
+        if not missing:
+            from kwarehouse import publish
+            published = publish.open_published(self, snapshot)
+            if published is not None:
+                return published
         con = duckdb.connect()
         for statement in self.view_sql(snapshot):
             try:

@@ -97,8 +97,8 @@ def reference_tables() -> dict[str, tuple[list[str], list[list[str]]]]:
 def creation_order() -> list[View]:
     """Views ordered so that each comes after the views it reads (found by name in its SQL)."""
     views = all_views()
-    reads = {name: {other for other in views if other != name and re.search(rf"\b{other}\b", view.sql)}
-             for name, view in views.items()}
+    # one pass over each view's words (a regex search per pair of views took half a second)
+    reads = {name: (set(re.findall(r"\w+", view.sql)) & views.keys()) - {name} for name, view in views.items()}
     ordered: list[View] = []
     while len(ordered) < len(views):
         done = {v.name for v in ordered}
