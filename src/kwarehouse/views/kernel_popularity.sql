@@ -6,11 +6,12 @@
 -- the models of a row differ). runs counts the runs that gave the time. counter_coverage_pct: share of the
 -- row's GPU time whose kernels have ncu counters (exact shape or identity, this model's or borrowed).
 WITH timed AS (
+    -- kernel_time read once (a CTE referenced twice is computed once; a view named twice is not)
     SELECT kernel_id, library, op_class, kernel_base, kernel_signature, model, gpu, time_basis, launches,
            gpu_time_ns, CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END AS counted_ns
     FROM kernel_time
 ), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM kernel_time WHERE time_basis = 'timeline'
+    SELECT DISTINCT model, gpu FROM timed WHERE time_basis = 'timeline'
 ), basis_runs AS (
     -- the runs whose time a row adds up: timeline runs, or ncu runs of models without a timeline
     SELECT DISTINCT run_id, model, gpu, kernel_id, library, op_class FROM kernel_launches WHERE activity = 'kernel'
@@ -26,7 +27,7 @@ WITH timed AS (
 ), library_runs AS (
     SELECT library, count(DISTINCT run_id) AS runs FROM basis_runs GROUP BY library
 ), fleet AS (
-    SELECT sum(gpu_time_ns) AS total_ns FROM kernel_time
+    SELECT sum(gpu_time_ns) AS total_ns FROM timed
 ), per_kernel AS (
     SELECT 'kernel' AS level, t.kernel_id, t.library, t.op_class,
            min(t.kernel_base) AS kernel_base, min(t.kernel_signature) AS kernel_signature,

@@ -72,11 +72,18 @@ WITH run_days AS (
     FROM ncu_launches
     GROUP BY run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes
 ), latest_shapes AS (
-    -- per model, the most recent ncu run that profiled each shape (bounds the join at fleet scale)
+    -- per model, the most recent ncu run that profiled each shape
     SELECT *
     FROM ncu_shapes
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
                                             block_z, op_shapes ORDER BY run_day DESC, run_id) = 1
+), fleet_shapes AS (
+    -- across models, the most recent ncu run that profiled each shape: with this model's own row, the
+    -- only candidates a timeline shape needs, so the join stays small however many models share a kernel
+    SELECT *
+    FROM latest_shapes
+    QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                                            op_shapes ORDER BY run_day DESC, run_id, model) = 1
 ), ncu_identity_runs AS (
     -- per ncu run, each kernel identity with all its shapes together
     SELECT run_id, model, gpu, kernel_id, max(run_day) AS run_day, count(*) AS launches,
@@ -99,14 +106,29 @@ WITH run_days AS (
     SELECT *
     FROM ncu_identity_runs
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id ORDER BY run_day DESC, run_id) = 1
+), fleet_identities AS (
+    -- across models, the most recent ncu run of each kernel identity
+    SELECT *
+    FROM ncu_identities
+    QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id ORDER BY run_day DESC, run_id, model) = 1
 ), candidates AS (
+    -- this model's own ncu rows, and the fleet's latest: at most a few candidates per timeline shape
     SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
            'exact shape' AS counter_match, 1 AS tier, n.model = t.model AS same_model, n.run_id, n.model AS from_model,
            n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
            n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
     FROM timeline t
-    JOIN latest_shapes n
-      ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+    JOIN latest_shapes n ON n.model = t.model AND n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+     AND n.grid_x = t.grid_x AND n.grid_y = t.grid_y AND n.grid_z = t.grid_z
+     AND n.block_x = t.block_x AND n.block_y = t.block_y AND n.block_z = t.block_z
+     AND (n.op_shapes IS NULL OR t.op_shapes IS NULL OR n.op_shapes = t.op_shapes)
+    UNION ALL
+    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           'exact shape' AS counter_match, 1 AS tier, n.model = t.model AS same_model, n.run_id, n.model AS from_model,
+           n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
+           n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
+    FROM timeline t
+    JOIN fleet_shapes n ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
      AND n.grid_x = t.grid_x AND n.grid_y = t.grid_y AND n.grid_z = t.grid_z
      AND n.block_x = t.block_x AND n.block_y = t.block_y AND n.block_z = t.block_z
      AND (n.op_shapes IS NULL OR t.op_shapes IS NULL OR n.op_shapes = t.op_shapes)
@@ -116,7 +138,14 @@ WITH run_days AS (
            n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
            n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
     FROM timeline t
-    JOIN ncu_identities n ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+    JOIN ncu_identities n ON n.model = t.model AND n.gpu = t.gpu AND n.kernel_id = t.kernel_id
+    UNION ALL
+    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
+           'identity only' AS counter_match, 2 AS tier, n.model = t.model AS same_model, n.run_id, n.model AS from_model,
+           n.run_day, n.sm_pct, n.dram_pct, n.mem_pct, n.l1_hit_pct, n.l2_hit_pct, n.achieved_occupancy_pct,
+           n.tensor_pipe_pct, n.dram_bytes_per_launch, n.ncu_ns_per_launch, n.peak_dram_bytes_per_s
+    FROM timeline t
+    JOIN fleet_identities n ON n.gpu = t.gpu AND n.kernel_id = t.kernel_id
 ), best AS (
     SELECT *
     FROM candidates

@@ -12,15 +12,20 @@ WITH ncu AS (
     SELECT model, gpu, kernel_id, count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns
     FROM kernels
     GROUP BY model, gpu, kernel_id
-), class_by_run AS (
-    SELECT run_id, kernel_id, bottleneck, sum(duration_ns) AS ns,
-           sum(sum(duration_ns)) OVER (PARTITION BY run_id, kernel_id) AS kernel_ns
+), classes AS (
+    -- bottleneck_class read once (a CTE referenced twice is computed once; a view named twice is not)
+    SELECT run_id, model, gpu, kernel_id, bottleneck, sum(duration_ns) AS ns
     FROM bottleneck_class
+    GROUP BY run_id, model, gpu, kernel_id, bottleneck
+), class_by_run AS (
+    SELECT run_id, kernel_id, bottleneck, sum(ns) AS ns,
+           sum(sum(ns)) OVER (PARTITION BY run_id, kernel_id) AS kernel_ns
+    FROM classes
     GROUP BY run_id, kernel_id, bottleneck
 ), class_by_model AS (
-    SELECT model, gpu, kernel_id, bottleneck, sum(duration_ns) AS ns,
-           sum(sum(duration_ns)) OVER (PARTITION BY model, gpu, kernel_id) AS kernel_ns
-    FROM bottleneck_class
+    SELECT model, gpu, kernel_id, bottleneck, sum(ns) AS ns,
+           sum(sum(ns)) OVER (PARTITION BY model, gpu, kernel_id) AS kernel_ns
+    FROM classes
     GROUP BY model, gpu, kernel_id, bottleneck
 ), shapes AS (
     SELECT kt.*, CASE WHEN kt.counter_match = 'not in timeline' THEN kt.ncu_ns_per_launch ELSE kt.gpu_time_ns END AS w
