@@ -396,3 +396,14 @@ def test_dcgmi_mig_rows_and_stop_line(tmp_path):
     mig.write_text("".join(lines[:3]) + lines[3].replace("GPU 0  ", "GPU-I 1"))
     with pytest.raises(InputError, match=r"mig.txt:4: GPU-I \(MIG\) rows are not read"):
         ingest.read(mig)
+
+
+def test_the_sampler_kwh_profile_runs_writes_the_columns_the_reader_reads():
+    """collect/nvml_sampler.py runs as a file on GPU machines (pynvml only), so it repeats the column list."""
+    import ast
+
+    from kwarehouse.ingest import nvml_samples
+    source = (Path(nvml_samples.__file__).parents[1] / "collect" / "nvml_sampler.py").read_text()
+    assigned = next(node.value for node in ast.parse(source).body
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COLUMNS")
+    assert ast.literal_eval(assigned) == nvml_samples.COLUMNS

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real GPU telemetry logs for issue 25, on a GPU machine (run through the device tool): nvidia-smi
 # --query-gpu (csv with units, and csv,nounits with another field list), nvidia-smi dmon -o DT and
-# pmon -o DT, kwh's NVML sample file with GPM metrics (tools/nvml_sampler.py), all sampled while
+# pmon -o DT, kwh's NVML sample file with GPM metrics (src/kwarehouse/collect/nvml_sampler.py, run as a file), all sampled while
 # tools/telemetry_workload.py runs bf16 GEMMs under the PyTorch profiler; plus a few seconds of a
 # --format=csv,noheader log (which kwh must refuse). No DCGM on these machines.
 set -uo pipefail
@@ -17,7 +17,7 @@ nvidia-smi dmon -o DT -s pucvmet -d 1 > "$D/nvidia-smi-dmon.txt" &
 P3=$!
 nvidia-smi pmon -o DT -s um -d 1 > "$D/nvidia-smi-pmon.txt" &
 P4=$!
-python3 tools/nvml_sampler.py "$D/nvml-samples.csv" --interval-ms 100 --seconds 60 2> "$D/nvml_sampler.log" &
+python3 src/kwarehouse/collect/nvml_sampler.py "$D/nvml-samples.csv" --interval-ms 100 --seconds 60 2> "$D/nvml_sampler.log" &
 P5=$!
 sleep 2
 python3 tools/telemetry_workload.py --out "$D/trace.json" --iterations 300 > "$D/workload.json" 2> "$D/workload.log"

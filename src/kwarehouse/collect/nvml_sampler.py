@@ -2,10 +2,10 @@
 while a profiled command runs, until stopped (SIGTERM/SIGINT) or --seconds pass: every GPU every
 --interval-ms, with NVML GPM metrics (SM activity and occupancy, tensor and DRAM activity; Hopper and
 later) where the GPU supports them. Each GPM value is computed between the previous sample and this
-one: the row describes (previous timestamp, timestamp]. The code is issue 25's reference writer,
-tools/nvml_sampler.py (run on an H100 with tools/gen_telemetry.sh), unchanged but for this docstring:
-kept in the package so an installed kwh has it; run as a file by kwh profile (needs pynvml, from
-nvidia-ml-py).
+one: the row describes (previous timestamp, timestamp]. It is also issue 25's reference writer (run on an H100
+by tools/gen_telemetry.sh). Run as a file, by kwh profile too, so that it needs only pynvml (from
+nvidia-ml-py) on the GPU machine; COLUMNS repeats kwarehouse.ingest.nvml_samples.COLUMNS for that
+reason (tests/test_telemetry.py checks they are equal).
 """
 
 import argparse
