@@ -140,6 +140,8 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--format", "format_", metavar="NAME", help="Force a reader (ncu-raw-csv, ncu-details-csv, ncu-rep, nsys-sqlite, nsys-stats-csv, torch-trace).")
 @click.option("--model", help="Model name for exports without a manifest*.json beside them.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Run tag; repeatable.")
+@click.option("--gpu", metavar="NAME", help="GPU name for exports that carry none (same as --tag gpu=NAME); "
+                                           "a device name in the export or manifest wins.")
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
               help="Read and normalize folders in this many processes (with --engine spark: local[N] cores).")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
@@ -148,7 +150,7 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
               help="With --engine spark: the cluster's master URL (default local[JOBS]); the warehouse "
                    "and sources must be paths every executor reaches.")
 @click.pass_obj
-def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, spark_master):
+def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engine, spark_master):
     """Ingest profiler exports (files or folders, searched recursively).
 
     Raw and details pages of one ncu report become one run. Files already ingested (same sha256)
@@ -158,10 +160,13 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, jobs, engine, sp
     Example:
       kwh ingest runs/ --tag branch=main
       kwh ingest out.csv --model bert --format ncu-raw-csv
+      kwh ingest section.csv --model llm --gpu "NVIDIA GeForce RTX 5090"
       kwh ingest --jobs 2 fleet/
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
     tag_map = _parse_tags(tags)
+    if gpu is not None:
+        tag_map["gpu"] = gpu
     fan_out = None
     if engine == "spark":
         from kwarehouse import fanout, spark

@@ -16,7 +16,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
-from kwarehouse import normalize, schema
+from kwarehouse import normalize, runmeta, schema
 from kwarehouse.errors import InputError, KwhError, display_path, first_line
 from kwarehouse.ingest import gzipped
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
@@ -29,7 +29,7 @@ from kwarehouse.store import IngestedFile, Warehouse
 # skipped by kind, not an error, and that --format does not force its reader on it.
 SIDECAR_SUFFIXES = (".log", ".txt", ".md")
 # Run metadata that runmeta reads beside the exports: not exports, not skipped files either.
-METADATA_NAMES = ("ncu_version.txt",)
+METADATA_NAMES = ("ncu_version.txt", "ncu.log")
 # Names that copy tools give a file while it is still arriving (rsync's dot-files are hidden files,
 # skipped anyway): such a file is left for a later ingest, once it has its final name.
 TEMPORARY_SUFFIXES = (".part", ".partial", ".tmp", ".temp", ".crdownload", ".download", ".filepart", "~")
@@ -466,9 +466,9 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     meta = members[0].meta
     existing_run = existing["runs"].to_pylist()[0] if "runs" in existing else None
     gpu = next((m.result.gpu_name for m in members if m.result.gpu_name), None)
-    if gpu is None and existing_run and existing_run["gpu"] != "unknown":
+    if gpu is None and existing_run and not existing_run["gpu"].startswith(UNKNOWN_GPU):
         gpu = existing_run["gpu"]
-    gpu = gpu or meta.fields.get("gpu") or tags.get("gpu") or "unknown"
+    gpu = gpu or meta.fields.get("gpu") or tags.get("gpu")
     model = meta.fields.get("model") or model_option or (existing_run or {}).get("model")
     if not model:
         try:
@@ -480,7 +480,7 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     if tool == "ncu":
         tables, count, compute_capability = _profile_tables(members, existing, rules)
     elif tool == "telemetry":
-        tables, count, compute_capability = _telemetry_tables(members, gpu)
+        tables, count, compute_capability = _telemetry_tables(members, gpu or UNKNOWN_GPU)
     else:
         tables, count, compute_capability = _timeline_tables(members, rules)
 
@@ -489,12 +489,17 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
         files = sorted(dict(zip(existing_run["source_files"], existing_run["source_sha256"]))
                        .items() | set(files))
     fields = meta.fields
+    found = {k: v for m in reversed(members) for k, v in m.result.run_info.items() if v is not None}
+    compute_capability = compute_capability or found.get("compute_capability") or fields.get("compute_capability")
+    sm_count = fields.get("sm_count") or found.get("sm_count") or _sm_count(tables.get("kernels"))
+    if gpu is None:
+        gpu = unknown_gpu(compute_capability, sm_count)
     run_tags = {**meta.tags, **({k: v for k, v in existing_run["tags"]} if existing_run else {}), **tags}
     runs = {
         "run_id": run_id, "model": model, "gpu": gpu, "family": fields.get("family"),
         "task": fields.get("task"), "dtype": fields.get("dtype"), "batch": fields.get("batch"),
         "seq_len": fields.get("seq_len"), "compute_capability": compute_capability,
-        "sm_count": fields.get("sm_count"), "tool": tool,
+        "sm_count": sm_count, "tool": tool, **{k: fields.get(k) for k in runmeta.NCU_SETTINGS},
         "tool_version": next((m.result.tool_version for m in members if m.result.tool_version), None)
                         or meta.tool_version,
         "framework_versions": json.dumps(meta.versions, sort_keys=True) if meta.versions else None,
@@ -514,6 +519,26 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     return BuiltRun(model, gpu, tables, new_files,
                     RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
                                new=not existing, notes=notes))
+
+
+UNKNOWN_GPU = "unknown"
+
+
+def unknown_gpu(compute_capability: str | None, sm_count: int | None) -> str:
+    """The partition of a run whose export, manifest and command line name no GPU: what is known of it,
+    so that two different GPUs are not averaged together: 'unknown (CC 9.0, 132 SMs)'."""
+    known = [f"CC {compute_capability}" if compute_capability else None,
+             f"{sm_count} SMs" if sm_count else None]
+    known = [k for k in known if k]
+    return f"{UNKNOWN_GPU} ({', '.join(known)})" if known else UNKNOWN_GPU
+
+
+def _sm_count(kernels: pl.DataFrame | None) -> int | None:
+    """The SM count ncu measured (device__attribute_multiprocessor_count, kernels.sm_count)."""
+    if kernels is None or "sm_count" not in kernels.columns:
+        return None
+    counts = kernels["sm_count"].drop_nulls()
+    return int(counts.mode().sort()[0]) if counts.len() else None
 
 
 def _profile_tables(members: list[_Source], existing: dict[str, pa.Table], rules: normalize.KernelRules):

@@ -19,7 +19,15 @@ from kwarehouse.errors import InputError
 
 # Manifest keys with a column of their own in `runs`; other keys are kept as tags.
 RUN_FIELDS = {"model": str, "family": str, "task": str, "dtype": str, "batch": int, "seq_len": int,
-              "gpu": str, "sm_count": int, "date": str}
+              "gpu": str, "sm_count": int, "date": str, "compute_capability": str,
+              "clock_control": str, "cache_control": str, "replay_mode": str}
+# ncu session settings that change durations and hit rates (runs columns), and the log beside the
+# exports they are read from when no manifest gives them: the command line where the log shows it,
+# and the warning ncu prints under --clock-control none.
+NCU_SETTINGS = ("clock_control", "cache_control", "replay_mode")
+NCU_LOG = "ncu.log"
+UNLOCKED_CLOCKS_WARNING = "Running with unmodified GPU clocks"
+MAX_LOG_BYTES = 1 << 20
 # RUN_FIELDS that name a run: they must pass check_name.
 NAME_FIELDS = ("model", "gpu")
 VERSION_KEYS = ("torch", "cuda", "python", "transformers", "cupy", "triton", "driver", "cudnn", "jax")
@@ -122,6 +130,10 @@ def read_metadata(folder: Path, tool: str = "ncu") -> RunMetadata:
                 date.fromisoformat(meta.fields["date"])
             except ValueError:
                 raise InputError(manifest, f'"date" must be YYYY-MM-DD, not {_shown(meta.fields["date"])}') from None
+    if tool == "ncu" and (folder / NCU_LOG).is_file():
+        settings = ncu_settings(_read_head(folder / NCU_LOG, MAX_LOG_BYTES).decode("utf-8", "replace"))
+        for key, value in settings.items():
+            meta.fields.setdefault(key, value)
     version_file = folder / "ncu_version.txt"
     if tool == "torch":
         meta.tool_version = meta.versions.get("torch")
@@ -130,6 +142,25 @@ def read_metadata(folder: Path, tool: str = "ncu") -> RunMetadata:
                           .decode("utf-8", "replace"))
         meta.tool_version = found.group(1) if found else None
     return meta
+
+
+def ncu_settings(log: str) -> dict[str, str]:
+    """clock_control, cache_control, replay_mode from what ncu printed (an ncu.log): each option where a
+    command line in it gives one; else clock_control 'none' when ncu warned that clocks were left alone.
+
+    >>> ncu_settings("==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, ...")
+    {'clock_control': 'none'}
+    >>> ncu_settings("$ ncu --cache-control none --replay-mode=application -o r ./app")
+    {'cache_control': 'none', 'replay_mode': 'application'}
+    """
+    found = {}
+    for key in NCU_SETTINGS:
+        option = re.search(rf"--{key.replace('_', '-')}(?:=|\s+)([a-z][a-z-]*)", log)
+        if option:
+            found[key] = option.group(1)
+    if "clock_control" not in found and UNLOCKED_CLOCKS_WARNING in log:
+        found["clock_control"] = "none"
+    return found
 
 
 def read_manifest_text(path: Path) -> str:

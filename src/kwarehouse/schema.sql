@@ -8,14 +8,17 @@
 CREATE TABLE runs (
     run_id              VARCHAR NOT NULL,   -- stable hash of the session's launches, folder and manifest
     model               VARCHAR NOT NULL,   -- partition: manifest "model", --model, or the folder name
-    gpu                 VARCHAR NOT NULL,   -- partition: device name as the tool reported it
+    gpu                 VARCHAR NOT NULL,   -- partition: device name as the tool reported it, else manifest "gpu" / --gpu; without one "unknown (CC 9.0, 132 SMs)" (what is known)
     family              VARCHAR,
     task                VARCHAR,
     dtype               VARCHAR,
     batch               BIGINT,
     seq_len             BIGINT,
-    compute_capability  VARCHAR,            -- "9.0"
-    sm_count            BIGINT,
+    compute_capability  VARCHAR,            -- "9.0": the export (ncu CC column or device attributes, nsys TARGET_INFO_GPU), else the manifest
+    sm_count            BIGINT,             -- the manifest, else the export (ncu device__attribute_multiprocessor_count, nsys TARGET_INFO_GPU.smCount)
+    clock_control       VARCHAR,            -- ncu --clock-control (base / none): manifest, else ncu.log beside the export ("Running with unmodified GPU clocks" = none)
+    cache_control       VARCHAR,            -- ncu --cache-control (all / none) where the manifest or ncu.log says it
+    replay_mode         VARCHAR,            -- ncu --replay-mode (kernel / application / range / app-range) where the manifest or ncu.log says it
     tool                VARCHAR NOT NULL,   -- "ncu", "nsys" or "torch"
     tool_version        VARCHAR,            -- ncu_version.txt, the nsys export metadata, or the torch version
     framework_versions  VARCHAR,            -- JSON object: torch, cuda, transformers, python ... from the manifest

@@ -78,6 +78,8 @@ class ReadResult:
     names_mangled: bool = False   # kernel names are Itanium-mangled (--print-kernel-base mangled)
     base_units: bool = False      # every unit is a base unit (--print-units base): fewer digits kept
     gpu_name: str | None = None   # device name when the export carries it
+    # what the export says about its GPU and session (runs columns): sm_count, compute_capability
+    run_info: dict = field(default_factory=dict)
 
 
 class Reader(Protocol):

@@ -119,7 +119,7 @@ class NsysSqlite:
         used = timeline.filter(pl.col("activity") == "kernel")["device_name"].drop_nulls()
         gpu = used.mode().sort()[0] if used.len() else next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
-                          gpu_name=gpu, tool_version=_version(con, tables))
+                          gpu_name=gpu, tool_version=_version(con, tables), run_info=_gpu_info(con, tables, gpu))
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -154,6 +154,20 @@ def _devices(con: sqlite3.Connection, tables: set[str]) -> dict[tuple, str]:
             if gpu_id in gpus:
                 names[(pid, cuda_id)] = gpus[gpu_id][1]
     return names
+
+
+def _gpu_info(con: sqlite3.Connection, tables: set[str], gpu: str | None) -> dict:
+    """sm_count and compute_capability of the run's GPU (the first TARGET_INFO_GPU row of that name)."""
+    if "TARGET_INFO_GPU" not in tables or not {"name", "smCount", "computeMajor", "computeMinor"} <= _columns(
+            con, "TARGET_INFO_GPU"):
+        return {}
+    row = con.execute("SELECT smCount, computeMajor, computeMinor FROM TARGET_INFO_GPU WHERE name = ? OR ? IS NULL "
+                      "ORDER BY id LIMIT 1", [gpu, gpu]).fetchone()
+    if row is None:
+        return {}
+    sm_count, major, minor = row
+    return {"sm_count": int(sm_count) if sm_count else None,
+            "compute_capability": f"{major}.{minor}" if major is not None and minor is not None else None}
 
 
 def _optional(columns: set[str], name: str, alias: str | None = None) -> str:
