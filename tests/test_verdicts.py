@@ -98,7 +98,7 @@ def test_compulsory_bytes_by_hand(fixture_warehouse):
 def test_design_signals_fire_where_an_expert_would(fixture_warehouse):
     signals = rows(fixture_warehouse, "SELECT signal, subject, est_time_saved_ns, assumption, fix FROM design_signals "
                                       "WHERE source = 'calibrated'")
-    misaligned = [s for s in signals if s[0] == "misaligned GEMM dims -> fallback kernel"]
+    misaligned = [s for s in signals if s[0] == "misaligned GEMM dims → fallback kernel"]
     # the three lm_head GEMMs (forward, input and weight gradients), each with the padding fix and an estimate
     assert sorted(s[1] for s in misaligned) == [
         "aten::mm [1024, 50257, 768] bf16 on cutlass::Kernel2", "aten::mm [1024, 768, 50257] bf16 on cutlass::Kernel2",
@@ -182,7 +182,7 @@ def test_corpus_verdicts_and_agreement_with_ncu(tmp_path, warehouse):
     # every disagreement is a launch shorter than its launch cost (judged on the timeline's real duration)
     assert rows(warehouse, "SELECT DISTINCT bottleneck FROM bottleneck_class WHERE NOT agrees_with_ncu") == [("launch-overhead",)]
     # lm_head with the misalignment signal in both GPT-2 models; compiled_mlp's GEMM at the tensor roof
-    (models,), = rows(warehouse, "SELECT model_list FROM design_signals WHERE signal = 'misaligned GEMM dims -> fallback kernel' "
+    (models,), = rows(warehouse, "SELECT model_list FROM design_signals WHERE signal = 'misaligned GEMM dims → fallback kernel' "
                                  "AND subject = 'aten::mm [1024, 50257, 768] bf16 on cutlass::Kernel2'")
     assert models == "gpt2,gpt2_train"
     assert rows(warehouse, "SELECT DISTINCT bottleneck, limiting_unit FROM bottleneck_class WHERE model = 'compiled_mlp' "

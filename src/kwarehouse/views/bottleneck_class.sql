@@ -161,7 +161,7 @@ WITH t AS (
                 WHEN u.issue_idle_pct >= t.stall_pct THEN 'Latency-Occupancy'
                 ELSE 'Mixed' END AS seed_class,
            u.tensor_util_pct >= t.tensor_roof_pct AS at_tensor_roof,
-           t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct, t.compute_pct, t.memory_pct
+           t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct
     FROM units u CROSS JOIN t
 ), united AS (
     SELECT c.*,

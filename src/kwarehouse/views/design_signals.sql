@@ -5,7 +5,7 @@
 -- share of all GPU time of that basis in the warehouse. est_time_saved_ns is an ESTIMATE under the row's
 -- assumption, never a measurement; NULL where no defensible estimate exists (the seed's signals).
 -- Signals and their evidence:
---   misaligned GEMM dims -> fallback kernel: gemm_efficiency rows with misaligned M/N/K, tiny problems left out
+--   misaligned GEMM dims → fallback kernel: gemm_efficiency rows with misaligned M/N/K, tiny problems left out
 --       (its est_time_saved_ns: the FLOPs at the efficiency of the most similar well-shaped GEMM);
 --   low tensor efficiency: GEMMs of gemm_efficiency below tensor_efficiency_low_pct of the dense peak (its
 --       estimate); convolutions, attention and GEMMs without a framework op from ncu: the tensor FLOPs' share of
@@ -48,7 +48,7 @@ WITH t AS (
     UNION ALL
     SELECT 'timeline', CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches WHERE activity = 'kernel'
 ), misaligned AS (
-    SELECT 'misaligned GEMM dims -> fallback kernel' AS signal,
+    SELECT 'misaligned GEMM dims → fallback kernel' AS signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
                   min(g.math_dtype), ' on ', min(g.kernel_base)) AS subject,
            g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
