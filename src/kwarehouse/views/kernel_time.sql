@@ -72,15 +72,20 @@ WITH run_days AS (
     FROM ncu_launches
     GROUP BY run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes
 ), latest_shapes AS (
-    -- per model, the most recent ncu run that profiled each shape
-    SELECT *
+    -- per model, the most recent ncu run that profiled each shape (columns listed: Spark's QUALIFY
+    -- rewrite adds a column to SELECT *)
+    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
+           ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
+           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM ncu_shapes
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
                                             block_z, op_shapes ORDER BY run_day DESC, run_id) = 1
 ), fleet_shapes AS (
     -- across models, the most recent ncu run that profiled each shape: with this model's own row, the
     -- only candidates a timeline shape needs, so the join stays small however many models share a kernel
-    SELECT *
+    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
+           ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
+           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM latest_shapes
     QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                             op_shapes ORDER BY run_day DESC, run_id, model) = 1
@@ -103,12 +108,14 @@ WITH run_days AS (
     GROUP BY run_id, model, gpu, kernel_id
 ), ncu_identities AS (
     -- per model, the most recent ncu run of each kernel identity
-    SELECT *
+    SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
+           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM ncu_identity_runs
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id ORDER BY run_day DESC, run_id) = 1
 ), fleet_identities AS (
     -- across models, the most recent ncu run of each kernel identity
-    SELECT *
+    SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
+           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM ncu_identities
     QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id ORDER BY run_day DESC, run_id, model) = 1
 ), candidates AS (
