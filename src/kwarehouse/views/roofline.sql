@@ -18,7 +18,8 @@
 -- only FLOPs are the CUDA-core ones (ncu ran without SpeedOfLight_HierarchicalTensorRooflineChart and
 -- no op shapes gave them), whose intensity and roofs would be those of its epilogue: left NULL. Kernel
 -- level: sums over the launches that have FLOPs, the roof of the identity's longest launch, and the
--- average of its launches' peaks.
+-- average of its launches' peaks. Rows come unordered: at 10,000 runs the launch level is ~1M rows, and
+-- sorting them all took most of the view's time; add the ORDER BY your question needs.
 WITH borrowed AS (
     -- FLOPs of ncu launches without NVTX shapes (compiled_mlp), from the same model's timeline launches of
     -- the same kernel and launch shape (timeline_shape_flops: kept only where they all agree)
@@ -147,4 +148,3 @@ SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kerne
             WHEN flops IS NULL THEN 'no FLOP count'
             WHEN flops = 0 THEN 'no floating-point work' END AS unplaced_reason
 FROM roofs
-ORDER BY level DESC, gpu, kernel_id, model, run_id, launch_id
