@@ -94,8 +94,8 @@ def test_rollup_numbers_by_hand(tmp_path, three_days, new_warehouse):
     pipeline.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     (launches, total, top, memory), = rows(
-        warehouse, "SELECT launches, total_ns, top_stall_reason, cache_inefficient_pct FROM rollup_kernels_daily "
-                   "WHERE kernel_base = 'saxpy'")
+        warehouse, "SELECT launches, total_ns, top_stall_reason, memory_bound_pct FROM rollup_kernels_daily "
+                   "WHERE kernel_base = 'saxpy'")     # saxpy at the DRAM roof: memory-bound (issue 19), not cache-inefficient
     assert (launches, total, memory) == (1, 71488.0, 100.0)
     assert top == "long_scoreboard"
     assert rows(warehouse, "SELECT sum(time_pct) FROM rollup_libraries_daily WHERE model = 'custom_cupy'") == [
