@@ -94,15 +94,19 @@ def reference_tables() -> dict[str, tuple[list[str], list[list[str]]]]:
     return tables
 
 
+def reads(view: View) -> set[str]:
+    """The other views `view` reads (their names among its words: one pass, not a regex per view)."""
+    return (set(re.findall(r"\w+", view.sql)) & all_views().keys()) - {view.name}
+
+
 def creation_order() -> list[View]:
     """Views ordered so that each comes after the views it reads (found by name in its SQL)."""
     views = all_views()
-    # one pass over each view's words (a regex search per pair of views took half a second)
-    reads = {name: (set(re.findall(r"\w+", view.sql)) & views.keys()) - {name} for name, view in views.items()}
+    reads_of = {name: reads(view) for name, view in views.items()}
     ordered: list[View] = []
     while len(ordered) < len(views):
         done = {v.name for v in ordered}
-        ready = [name for name in views if name not in done and reads[name] <= done]
+        ready = [name for name in views if name not in done and reads_of[name] <= done]
         if not ready:
             raise KwhError(f"internal: views read each other in a cycle: {sorted(set(views) - done)}")
         ordered.extend(views[name] for name in ready)
