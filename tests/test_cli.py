@@ -101,8 +101,11 @@ def test_every_command_has_help_with_an_example(run):
 def test_kernels_and_renormalize(run):
     run("ingest", str(DATA / "ncu-custom-cupy-h100"))
     listed = run("kernels", "--csv").output.splitlines()
-    assert listed[0].startswith("kernel_id,library,op_class,launches,models,gpu_time_us,share_pct,kernel_base")
+    assert listed[0].startswith("kernel_id,library,op_class,launches,models,gpu_time_us,share_pct,kernel_display,"
+                                "bottleneck,fix,kernel_base")
     assert [line.split(",")[7] for line in listed[1:3]] == ["naive_sgemm", "saxpy"]
+    # each identity's verdict (bottleneck_class of its longest launch): saxpy streams at the DRAM roof
+    assert listed[2].split(",")[8] == "memory-bound (dram)"
     assert run("kernels", "--unclassified").output.endswith("(0 rows)\n")
     assert run("renormalize").output == "0 run(s) changed, 1 unchanged\n"
 

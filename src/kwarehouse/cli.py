@@ -20,7 +20,7 @@ from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
 from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import Warehouse
-from kwarehouse.summary import kernel_list, replay_note, replay_only, summary_tables
+from kwarehouse.summary import fix_first, kernel_list, replay_note, replay_only, summary_tables
 
 
 # kwh --wide: table cells are never cut
@@ -318,6 +318,10 @@ def summary(warehouse: Warehouse, top):
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
     click.echo(f"\nTop {top} kernels by GPU time (real timeline time where a model has one; SM % and DRAM % "
                "weighted by it)\n" + format_table(top_cols, top_rows))
+    fix_cols, fix_rows = fix_first(warehouse)
+    if fix_rows:
+        click.echo("\nWhat to do first (estimated GPU time saved; what_to_fix_first and design_signals say how "
+                   "each estimate was made)\n" + format_table(fix_cols, fix_rows))
     note = replay_note(replay_only(warehouse))
     if note:
         click.echo("\n" + note)

@@ -279,26 +279,34 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
             for op_class, reason, pct in stalls:
                 grouped.setdefault(op_class, []).append((reason, pct))
             sections.append(_section("Warp stall breakdown per op class",
-                                     "why warps waited instead of issuing, as shares of all stall cycles (time-weighted); "
+                                     "why warps waited instead of issuing, as shares of all stall cycles (time-weighted; the warp_stalls view weights by instructions issued); "
                                      "long_scoreboard is memory latency, barrier is __syncthreads, math_pipe_throttle a busy pipe.",
                                      stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)",
                                                  STALL_PALETTE)))
-        bottlenecks = q("SELECT kernel_base, library, bottleneck, count(*) AS launches, round(sum(duration_ns) / 1e3, 1), "
-                        "round(avg(sm_pct), 1), round(avg(memory_pct), 1), round(avg(l2_hit_pct), 1), "
-                        "arg_max(decided_by, duration_ns) FROM bottleneck_class WHERE {where} GROUP BY ALL "
-                        "ORDER BY 5 DESC LIMIT 25")
+        bottlenecks = q("SELECT kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
+                        "round(sum(duration_ns) / 1e3, 1), round(avg(sm_pct), 1), round(avg(memory_pct), 1), "
+                        "arg_max(seed_class, duration_ns), arg_max(ncu_verdict, duration_ns), "
+                        "bool_and(agrees_with_ncu), arg_max(decided_by, duration_ns), arg_max(fix, duration_ns) "
+                        "FROM bottleneck_class WHERE {where} GROUP BY kernel_base, library, bottleneck, limiting_unit "
+                        "ORDER BY 6 DESC LIMIT 25")
         if bottlenecks:
-            sections.append(_section("Bottleneck class", "per kernel and class, with the metric values that decided it "
-                                     "(cut-offs in the bottleneck_thresholds table).",
-                                     _table(["kernel", "library", "bottleneck", "launches", "GPU time (us)", "SM %",
-                                             "memory %", "L2 hit %", "decided by (its longest launch)"], bottlenecks)))
-        signals = q("SELECT signal, subject, models, model_list, launches, round(gpu_time_pct, 2), evidence "
-                    "FROM design_signals WHERE $model IS NULL OR list_contains(string_split(model_list, ','), $model) "
-                    "ORDER BY gpu_time_pct DESC LIMIT 25")
+            sections.append(_section("Bottleneck class", "per kernel and class, with the unit that limits it, ncu's own "
+                                     "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
+                                     "metric values that decided it (cut-offs in the bottleneck_thresholds table) and "
+                                     "the fix.",
+                                     _table(["kernel", "library", "bottleneck", "limiting unit", "launches",
+                                             "GPU time (us)", "SM %", "memory %", "seed class", "ncu verdict",
+                                             "agrees with ncu", "decided by (its longest launch)", "fix"], bottlenecks)))
+        signals = q("SELECT signal, subject, model_list, launches, round(gpu_time_pct, 2), "
+                    "round(est_time_saved_ns / 1e3, 1), fix, evidence, assumption "
+                    "FROM design_signals WHERE source = 'calibrated' AND ($model IS NULL OR "
+                    "list_contains(string_split(model_list, ','), $model)) "
+                    "ORDER BY est_time_saved_ns DESC NULLS LAST, gpu_time_pct DESC LIMIT 25")
         if signals:
-            sections.append(_section("Design signals", "patterns to act on, with how much of the fleet's GPU time they touch.",
-                                     _table(["signal", "subject", "models", "which", "launches", "GPU time %", "evidence"],
-                                            signals)))
+            sections.append(_section("Design signals: what to fix first", "patterns to act on, ordered by the GPU time a fix "
+                                     "would save (an estimate: its assumption is in the last column), with the fix.",
+                                     _table(["signal", "subject", "models", "launches", "GPU time %",
+                                             "est. time saved (us)", "fix", "evidence", "assumption"], signals)))
         sections.extend(_trends(q))
         latest = q("SELECT model, list(DISTINCT CAST(coalesce(run_date, CAST(ingested_at AS DATE)) AS VARCHAR)) "
                    "FROM runs WHERE tool = 'ncu' AND ($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) "

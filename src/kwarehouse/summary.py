@@ -22,31 +22,54 @@ FROM all_runs r LEFT JOIN (
 ORDER BY r.model, r.gpu
 """
 # sm_pct and dram_pct are weighted by real time over the time that has counters
+# Readable, unique names (kernels.kernel_display) and each identity's verdict, by its longest ncu time
+DISPLAY_AND_VERDICT = """
+displays AS (
+    SELECT kernel_id, min(kernel_display) AS kernel_display
+    FROM (SELECT kernel_id, kernel_display FROM kernels UNION ALL SELECT kernel_id, kernel_display FROM kernel_launches)
+    GROUP BY kernel_id),
+verdicts AS (
+    SELECT kernel_id, arg_max(bottleneck || coalesce(' (' || limiting_unit || ')', ''), duration_ns) AS bottleneck,
+           arg_max(fix, duration_ns) AS fix
+    FROM bottleneck_class GROUP BY kernel_id)
+"""
 TOP_KERNELS = """
-SELECT left(any_value(kernel_base), 60) AS kernel, library, op_class, sum(launches) AS launches,
+WITH """ + DISPLAY_AND_VERDICT + """
+SELECT left(coalesce(any_value(d.kernel_display), any_value(t.kernel_base)), 60) AS kernel, library, op_class,
+       sum(launches) AS launches,
        count(DISTINCT model) AS models, round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
        round(100 * sum(gpu_time_ns) / sum(sum(gpu_time_ns)) OVER (), 1) AS share_pct,
        round(sum(sm_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE sm_pct IS NOT NULL), 0), 1) AS sm_pct,
        round(sum(dram_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE dram_pct IS NOT NULL), 0), 1) AS dram_pct,
+       any_value(v.bottleneck) AS bottleneck,
        CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis,
        round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
            AS counter_coverage_pct
-FROM kernel_time GROUP BY kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
+FROM kernel_time t LEFT JOIN displays d USING (kernel_id) LEFT JOIN verdicts v USING (kernel_id)
+GROUP BY t.kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
+"""
+# The fleet's first fixes, by estimated time saved (what_to_fix_first)
+FIX_FIRST = """
+SELECT rank, signal, subject, model_list AS models, round(est_time_saved_ns / 1e3, 1) AS saved_us, saves,
+       time_basis, fix
+FROM what_to_fix_first ORDER BY rank LIMIT ?
 """
 # One row per kernel identity (and classification); share_pct is of all GPU time in the selection.
 KERNELS = """
-WITH selected AS (SELECT * FROM kernel_time WHERE (? IS NULL OR model = ?))
-SELECT kernel_id, library, op_class, sum(launches) AS launches, count(DISTINCT model) AS models,
+WITH selected AS (SELECT * FROM kernel_time WHERE (? IS NULL OR model = ?)),""" + DISPLAY_AND_VERDICT + """
+SELECT s.kernel_id, library, op_class, sum(launches) AS launches, count(DISTINCT model) AS models,
        round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
        round(100 * sum(gpu_time_ns) / nullif((SELECT sum(gpu_time_ns) FROM selected), 0), 2) AS share_pct,
-       any_value(kernel_base) AS kernel_base, any_value(kernel_signature) AS kernel_signature,
+       coalesce(any_value(d.kernel_display), any_value(s.kernel_base)) AS kernel_display,
+       any_value(v.bottleneck) AS bottleneck, any_value(v.fix) AS fix,
+       any_value(s.kernel_base) AS kernel_base, any_value(kernel_signature) AS kernel_signature,
        CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis,
        round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
            AS counter_coverage_pct
-FROM selected
+FROM selected s LEFT JOIN displays d USING (kernel_id) LEFT JOIN verdicts v USING (kernel_id)
 WHERE NOT ? OR library = 'unknown' OR op_class = 'unknown'
-GROUP BY kernel_id, library, op_class
-ORDER BY gpu_time_us DESC NULLS LAST, kernel_id
+GROUP BY s.kernel_id, library, op_class
+ORDER BY gpu_time_us DESC NULLS LAST, s.kernel_id
 LIMIT ?
 """
 # Models (and GPUs) whose answers rest on ncu's replayed durations only: no timeline on that GPU.
@@ -68,6 +91,11 @@ def _query(warehouse: Warehouse, sql: str, params: list):
 def summary_tables(warehouse: Warehouse, top: int = 10):
     """(per-model table, top-kernels table), each as (column names, rows)."""
     return [_query(warehouse, PER_MODEL, []), _query(warehouse, TOP_KERNELS, [top])]
+
+
+def fix_first(warehouse: Warehouse, top: int = 5):
+    """The fleet's first fixes by estimated time saved (what_to_fix_first), as (column names, rows)."""
+    return _query(warehouse, FIX_FIRST, [top])
 
 
 def kernel_list(warehouse: Warehouse, *, unclassified: bool = False, model: str | None = None,

@@ -50,7 +50,7 @@ WITH t AS (
 ), misaligned AS (
     SELECT 'misaligned GEMM dims → fallback kernel' AS signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', min(g.kernel_base)) AS subject,
+                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
            g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
            count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
            CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
@@ -65,7 +65,7 @@ WITH t AS (
 ), low_gemm AS (
     SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', min(g.kernel_base)) AS subject,
+                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
            g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
            count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
            CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,

@@ -34,7 +34,7 @@ WITH limits AS (
     GROUP BY gpu
 ), timeline_gemms AS (
     SELECT model, gpu, framework_op AS op, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
-           math_dtype, kernel_id, kernel_base, kernel_name, grid_size, block_size,
+           math_dtype, kernel_id, kernel_base, kernel_display, kernel_name, grid_size, block_size,
            CAST(duration_ns AS DOUBLE) AS duration_ns, peak_flops_per_s,
            'timeline' AS time_basis, 'op shapes' AS shape_source
     FROM kernel_launches
@@ -61,7 +61,7 @@ WITH limits AS (
            CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_batch ELSE s.gemm_batch END AS batch,
            CASE WHEN k.math_dtype IS NULL OR k.math_dtype = 'unknown' THEN coalesce(s.math_dtype, k.math_dtype)
                 ELSE k.math_dtype END AS math_dtype,
-           k.kernel_id, k.kernel_base, k.kernel_name, k.grid_size, k.block_size, k.duration_ns,
+           k.kernel_id, k.kernel_base, k.kernel_display, k.kernel_name, k.grid_size, k.block_size, k.duration_ns,
            -- the kernel's own roof where its FLOPs are tensor work (counters or shapes), else none here
            CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
                 THEN k.peak_flops_per_s END AS peak_flops_per_s,
@@ -88,6 +88,7 @@ WITH limits AS (
 ), grouped AS (
     SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
            min(g.kernel_base) AS kernel_base,
+           min(g.kernel_display) AS kernel_display,
            min(g.kernel_name) AS kernel_name,
            count(*) AS launches,
            sum(g.duration_ns) AS gpu_time_ns,
@@ -162,6 +163,7 @@ SELECT
                                              / (n.ref_pct_of_peak / 100.0 * f.peak_flops_per_s) * 1e9)
     END AS est_time_saved_ns,
     f.kernel_base,
+    f.kernel_display,
     f.kernel_name,
     f.flops_per_launch,
     f.peak_flops_per_s / 1e12 AS peak_tflops,
