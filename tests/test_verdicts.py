@@ -101,8 +101,9 @@ def test_design_signals_fire_where_an_expert_would(fixture_warehouse):
     misaligned = [s for s in signals if s[0] == "misaligned GEMM dims → fallback kernel"]
     # the three lm_head GEMMs (forward, input and weight gradients), each with the padding fix and an estimate
     assert sorted(s[1] for s in misaligned) == [
-        "aten::mm [1024, 50257, 768] bf16 on cutlass::Kernel2", "aten::mm [1024, 768, 50257] bf16 on cutlass::Kernel2",
-        "aten::mm [50257, 768, 1024] bf16 on cutlass::Kernel2"]
+        "aten::mm [1024, 50257, 768] bf16 on cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1",
+        "aten::mm [1024, 768, 50257] bf16 on cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1",
+        "aten::mm [50257, 768, 1024] bf16 on cutlass_75_tensorop_bf16_s1688gemm_bf16_128x256_nt_align1"]
     assert all(s[2] > 0 and "ESTIMATE" in s[3] and "multiple of 8" in s[4] for s in misaligned)
     low = {s[1] for s in signals if s[0] == "GEMM/conv/attention at low tensor efficiency"}
     # the fp16 1x1 stride-2 conv cuDNN runs on CUDA cores is caught; the GEMM at its tensor roof is not
@@ -110,7 +111,7 @@ def test_design_signals_fire_where_an_expert_would(fixture_warehouse):
     assert not any("nvjet" in s for s in low)
     # what to do first: the lm_head fallback GEMM
     (first,), = rows(fixture_warehouse, "SELECT subject FROM what_to_fix_first WHERE rank = 1")
-    assert first == "aten::mm [1024, 50257, 768] bf16 on cutlass::Kernel2"
+    assert first == "aten::mm [1024, 50257, 768] bf16 on cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1"
 
 
 def test_register_limited_signal_skips_ties_and_warp_specialised_kernels(fixture_warehouse):
@@ -183,7 +184,7 @@ def test_corpus_verdicts_and_agreement_with_ncu(tmp_path, warehouse):
     assert rows(warehouse, "SELECT DISTINCT bottleneck FROM bottleneck_class WHERE NOT agrees_with_ncu") == [("launch-overhead",)]
     # lm_head with the misalignment signal in both GPT-2 models; compiled_mlp's GEMM at the tensor roof
     (models,), = rows(warehouse, "SELECT model_list FROM design_signals WHERE signal = 'misaligned GEMM dims → fallback kernel' "
-                                 "AND subject = 'aten::mm [1024, 50257, 768] bf16 on cutlass::Kernel2'")
+                                 "AND subject LIKE 'aten::mm [1024, 50257, 768] bf16 on cutlass_75_%'")
     assert models == "gpt2,gpt2_train"
     assert rows(warehouse, "SELECT DISTINCT bottleneck, limiting_unit FROM bottleneck_class WHERE model = 'compiled_mlp' "
                            "AND kernel_base LIKE 'nvjet%'") == [("compute-bound", "tensor")]
