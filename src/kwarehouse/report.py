@@ -241,11 +241,13 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
         # roofline per GPU (the roofline view: tensor FLOPs where counted or known from op shapes)
         for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
             sections.extend(_roofline_sections(q, gpu, libraries))
-        popular = q("SELECT min(kernel_base), library, sum(gpu_time_ns) AS ns, count(DISTINCT model) AS models, "
+        popular = q("SELECT coalesce((SELECT min(kernel_display) FROM kernel_launches l WHERE l.kernel_id = t.kernel_id), "
+                    "(SELECT min(kernel_display) FROM kernels k WHERE k.kernel_id = t.kernel_id), min(kernel_base)), "
+                    "library, sum(gpu_time_ns) AS ns, count(DISTINCT model) AS models, "
                     "sum(launches), kernel_id, min(kernel_signature), "
                     "CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END, "
                     "100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
-                    f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time WHERE {TIMED} "
+                    f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time t WHERE {TIMED} "
                     "GROUP BY kernel_id, library ORDER BY ns DESC LIMIT 15")
         if popular:
             labels = _unique_labels([(r[0], r[5]) for r in popular])
