@@ -98,6 +98,15 @@ def test_rollup_numbers_by_hand(tmp_path, three_days, new_warehouse):
                    "WHERE kernel_base = 'saxpy'")     # saxpy at the DRAM roof: memory-bound (issue 19), not cache-inefficient
     assert (launches, total, memory) == (1, 71488.0, 100.0)
     assert top == "long_scoreboard"
+    # every identity's time is in exactly one of the eight classes (grid-too-small and occupancy-limited too)
+    shares = rows(warehouse, "SELECT coalesce(compute_bound_pct, 0) + coalesce(memory_bound_pct, 0) "
+                             "+ coalesce(cache_inefficient_pct, 0) + coalesce(latency_bound_pct, 0) "
+                             "+ coalesce(launch_overhead_pct, 0) + coalesce(mixed_pct, 0) "
+                             "+ coalesce(occupancy_limited_pct, 0) + coalesce(grid_too_small_pct, 0) "
+                             "FROM rollup_kernels_daily WHERE compute_bound_pct IS NOT NULL OR memory_bound_pct IS NOT NULL "
+                             "OR latency_bound_pct IS NOT NULL OR launch_overhead_pct IS NOT NULL "
+                             "OR grid_too_small_pct IS NOT NULL OR occupancy_limited_pct IS NOT NULL")
+    assert shares and all(total == pytest.approx(100.0) for total, in shares)
     assert rows(warehouse, "SELECT sum(time_pct) FROM rollup_libraries_daily WHERE model = 'custom_cupy'") == [
         (pytest.approx(100.0),)]
 

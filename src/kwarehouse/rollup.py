@@ -50,7 +50,9 @@ day_kernels AS (
            100 * sum(ns) FILTER (WHERE bottleneck = 'cache-inefficient') / sum(ns) AS cache_inefficient_pct,
            100 * sum(ns) FILTER (WHERE bottleneck = 'latency-bound') / sum(ns) AS latency_bound_pct,
            100 * sum(ns) FILTER (WHERE bottleneck = 'launch-overhead') / sum(ns) AS launch_overhead_pct,
-           100 * sum(ns) FILTER (WHERE bottleneck = 'mixed') / sum(ns) AS mixed_pct
+           100 * sum(ns) FILTER (WHERE bottleneck = 'mixed') / sum(ns) AS mixed_pct,
+           100 * sum(ns) FILTER (WHERE bottleneck = 'occupancy-limited') / sum(ns) AS occupancy_limited_pct,
+           100 * sum(ns) FILTER (WHERE bottleneck = 'grid-too-small') / sum(ns) AS grid_too_small_pct
     FROM classes GROUP BY ALL
 ), main AS (
     SELECT day, model, gpu, kernel_id, min(library) AS library, min(op_class) AS op_class,
@@ -66,7 +68,7 @@ day_kernels AS (
     FROM day_kernels GROUP BY day, model, gpu, kernel_id
 )
 SELECT m.*, t.top_stall_reason, s.compute_bound_pct, s.memory_bound_pct, s.cache_inefficient_pct,
-       s.latency_bound_pct, s.launch_overhead_pct, s.mixed_pct
+       s.latency_bound_pct, s.launch_overhead_pct, s.mixed_pct, s.occupancy_limited_pct, s.grid_too_small_pct
 FROM main m
 LEFT JOIN top_stall t USING (day, model, gpu, kernel_id)
 LEFT JOIN shares s USING (day, model, gpu, kernel_id)

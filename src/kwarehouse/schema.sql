@@ -387,7 +387,9 @@ CREATE TABLE rollup_kernels_daily (
     cache_inefficient_pct   DOUBLE,
     latency_bound_pct       DOUBLE,
     launch_overhead_pct     DOUBLE,
-    mixed_pct               DOUBLE
+    mixed_pct               DOUBLE,
+    occupancy_limited_pct   DOUBLE,
+    grid_too_small_pct      DOUBLE            -- (the eight classes of bottleneck_class add up to 100)
 );
 
 -- Daily rollup per library: per day, model and GPU.
