@@ -81,14 +81,15 @@ WITH run_days AS (
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
                                             block_z, op_shapes ORDER BY run_day DESC, run_id) = 1
 ), fleet_shapes AS (
-    -- across models, the most recent ncu run that profiled each shape: with this model's own row, the
+    -- across models, the most recent ncu run that profiled each shape (ties by model name, not by run id,
+    -- which hashes the export's path): with this model's own row, the
     -- only candidates a timeline shape needs, so the join stays small however many models share a kernel
     SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
            ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
            tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM latest_shapes
     QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                            op_shapes ORDER BY run_day DESC, run_id, model) = 1
+                                            op_shapes ORDER BY run_day DESC, model, run_id) = 1
 ), ncu_identity_runs AS (
     -- per ncu run, each kernel identity with all its shapes together
     SELECT run_id, model, gpu, kernel_id, max(run_day) AS run_day, count(*) AS launches,
@@ -117,7 +118,7 @@ WITH run_days AS (
     SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
            tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
     FROM ncu_identities
-    QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id ORDER BY run_day DESC, run_id, model) = 1
+    QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id ORDER BY run_day DESC, model, run_id) = 1
 ), candidates AS (
     -- this model's own ncu rows, and the fleet's latest: at most a few candidates per timeline shape
     SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
@@ -158,7 +159,7 @@ WITH run_days AS (
     FROM candidates
     QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
                                             block_z, op_shapes
-                               ORDER BY tier, CASE WHEN same_model THEN 0 ELSE 1 END, run_day DESC, run_id) = 1
+                               ORDER BY tier, CASE WHEN same_model THEN 0 ELSE 1 END, run_day DESC, from_model, run_id) = 1
 ), timeline_rows AS (
     SELECT t.model, t.gpu, t.kernel_id, t.kernel_base, t.kernel_signature, t.library, t.op_class,
            t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
