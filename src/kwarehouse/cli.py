@@ -18,6 +18,7 @@ from kwarehouse import pipeline
 from kwarehouse import report as report_lib
 from kwarehouse import rollup as rollup_lib
 from kwarehouse import views as views_lib
+from kwarehouse.collect.command import parse_tags
 from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import Warehouse
 from kwarehouse.summary import fix_first, kernel_list, replay_note, replay_only, summary_tables
@@ -124,16 +125,6 @@ def _iso_date(value: str | None, param) -> str | None:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)", param=param) from None
 
 
-def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
-    tags = {}
-    for value in values:
-        key, sep, val = value.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{value!r} is not key=value", param_hint="--tag")
-        tags[key.strip()] = val
-    return tags
-
-
 @main.command()
 @warehouse_options
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -164,7 +155,7 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
       kwh ingest --jobs 2 fleet/
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
-    tag_map = _parse_tags(tags)
+    tag_map = parse_tags(tags)
     if gpu is not None:
         tag_map["gpu"] = gpu
     fan_out = None

@@ -14,7 +14,8 @@ from kwarehouse.collect import discovery, presets, profile as profile_lib
 from kwarehouse.errors import KwhError
 
 
-def _tags(values: tuple[str, ...]) -> dict[str, str]:
+def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
+    """--tag key=value options as a dict (kwh ingest uses it too; this module needs only click)."""
     tags = {}
     for value in values:
         key, sep, val = value.partition("=")
@@ -88,7 +89,7 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
     if command[:1] == ["--"]:
         command = command[1:]
     metadata = {"task": task, "dtype": dtype, "batch": batch, "seq_len": seq_len, "image_size": image_size,
-                "seed": seed, "warmup": warmup, "iterations": iterations} | _tags(tags)
+                "seed": seed, "warmup": warmup, "iterations": iterations} | parse_tags(tags)
     options = profile_lib.Options(
         command=command, out=out or Path(f"profile-{profile_lib.model_name(profile_lib.Options(command, Path('.'), model))}"),
         model=model, preset=preset, top=top, cover_pct=cover_pct, discovery=discovery, discovery_from=discovery_from,
