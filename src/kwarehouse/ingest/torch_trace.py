@@ -7,15 +7,29 @@ its input element types op_dtypes, its scalar arguments, "Concrete Inputs", op_a
 runtime call through its "correlation" (the call's thread gives the enclosing CPU op and
 user-annotation stack, nvtx_path). Timestamps are microseconds with nanosecond decimals: they are
 parsed as decimals and converted to integer ns exactly (no rounding to whole microseconds).
+
+Traces run to hundreds of MB, and a whole trace parsed into Python dicts takes ~8x its size in memory
+(users report 800 MB traces needing 6 GB in other tools). So the traceEvents array is read in pieces
+of whole events (about PIECE_BYTES each), each decoded by msgspec into small typed records that hold
+only the fields used here, and only what the join needs is kept between pieces: memory is bounded by
+one piece plus the GPU events, CUDA calls and CPU ranges themselves, not by the file. A piece is cut
+at a "}, {" between events and kept only if it decodes whole, so a cut that falls inside a string or
+a nested object just makes the piece longer. Anything this fast path does not expect (malformed JSON,
+a BOM-less other encoding, an event that is not an object, a value of an odd type) sends the file to
+the plain path, json.loads of the whole file, which words the error exactly as before.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import re
+from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import msgspec
 import polars as pl
 
 from kwarehouse.errors import InputError
@@ -27,6 +41,13 @@ GPU_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "mem
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 RANGE_CATEGORIES = CPU_OP_CATEGORIES | {"user_annotation"}
 PATH_SEPARATOR = " > "
+RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+
+# Bytes of the traceEvents array decoded at a time by the streaming path.
+PIECE_BYTES = 8 << 20
+# Above this size a file the streaming path cannot read is refused with msgspec's words, not re-read
+# whole by json.loads (which would need ~8x the file in memory just to word the error).
+WHOLE_PARSE_LIMIT = 256 << 20
 
 
 class TorchTrace:
@@ -38,6 +59,23 @@ class TorchTrace:
 
     def read(self, path: Path) -> ReadResult:
         base.refuse_oversized(path)
+        try:
+            with _gc_paused():
+                timeline = _Streamed.timeline(path)
+        except _NotStreamable as exc:
+            if path.stat().st_size > WHOLE_PARSE_LIMIT:
+                raise InputError(path, f"not a readable PyTorch profiler trace ({exc}); is the trace complete? "
+                                 "Wait for the copy to finish, or export it again") from None
+            return self._read_whole(path)
+        if timeline.height == 0:
+            raise InputError(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
+                             "profiler run with ProfilerActivity.CUDA?")
+        used = timeline["device_name"].drop_nulls().mode()
+        return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
+                          gpu_name=used.sort()[0] if used.len() else None)
+
+    def _read_whole(self, path: Path) -> ReadResult:
+        """The plain path: json.loads of the whole file (Decimal floats), dicts all the way."""
         raw = path.read_bytes()
         try:
             trace = json.loads(raw, parse_float=Decimal)
@@ -193,3 +231,276 @@ class _ThreadStacks:
     def innermost_annotation(self, call: dict) -> str | None:
         annotations = [s[2] for s in self.open.get(id(call), []) if s[3]]
         return annotations[-1] if annotations else None
+
+
+# -- the streaming path ------------------------------------------------------------------------------
+
+class _NotStreamable(Exception):
+    """The streaming path met something it does not read; the plain path reads (or refuses) the file."""
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The args of an event that this reader uses; the rest are skipped unparsed. Values are what
+    json.loads(parse_float=Decimal) gives (the decoders' float_hook), so both paths compute alike."""
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    device: Any = None
+    context: Any = None
+    stream: Any = None
+    grid: Any = None
+    block: Any = None
+    registers_per_thread: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    bytes: Any = None
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+
+
+NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    # defaults are what the plain path's event.get(...) gives for a missing key
+    ph: Any = None
+    cat: Any = ""
+    name: Any = msgspec.UNSET   # event.get("name", "") for GPU events and ranges, event.get("name") for ops
+    pid: Any = None
+    tid: Any = None
+    ts: Any = msgspec.UNSET     # the plain path indexes event["ts"] for ranges and calls
+    dur: Any = None
+    args: _Args | None = None
+
+
+class _Head(msgspec.Struct):
+    """The keys before the traceEvents array (the array itself decoded empty)."""
+    traceEvents: list
+    deviceProperties: Any = msgspec.UNSET
+    baseTimeNanoseconds: Any = msgspec.UNSET
+
+
+class _Tail(msgspec.Struct):
+    """The last events and the keys after the array."""
+    traceEvents: list[_Event]
+    deviceProperties: Any = msgspec.UNSET
+    baseTimeNanoseconds: Any = msgspec.UNSET
+
+
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+_HEAD = msgspec.json.Decoder(_Head, float_hook=Decimal)
+_EVENTS = msgspec.json.Decoder(list[_Event], float_hook=Decimal)
+_TAIL = msgspec.json.Decoder(_Tail, float_hook=Decimal)
+_ARRAY_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+_BETWEEN_EVENTS = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{')
+# how far into the file the traceEvents key is looked for (Kineto writes it after a few KB of header)
+_HEAD_LIMIT = 64 << 20
+
+
+@contextmanager
+def _gc_paused():
+    """Millions of small records make the cyclic GC rescan them over and over (it doubles the parse
+    time); none of them form cycles, so collection waits until reading is done."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _utf8(data: bytes | bytearray) -> None:
+    """json.loads refuses a file that is not UTF-8 anywhere; msgspec only checks the strings it keeps."""
+    if not data.isascii():
+        data.decode("utf-8")
+
+
+class _Streamed:
+    """What the join of GPU events to CPU ops, CUDA calls and CPU ranges needs, gathered piece by piece."""
+
+    def __init__(self):
+        self.gpu: list[tuple[int, str, _Event]] = []
+        self.ops: dict[int, _Event] = {}
+        self.op_durations: dict[int, Decimal] = {}
+        self.calls: dict[int, tuple[_Event, Decimal]] = {}
+        self.ranges: dict[tuple, list[tuple[Decimal, Decimal, str, bool]]] = {}
+        self.count = 0
+        self.devices: dict = {}
+        self.base_ns = 0
+
+    @classmethod
+    def timeline(cls, path: Path) -> pl.DataFrame:
+        """The timeline (TIMELINE_COLUMNS, by start); _NotStreamable for anything the plain path should
+        read or word (its errors, polars' included, stay as they were)."""
+        try:
+            with open(path, "rb") as handle:
+                columns = cls()._read(handle).rows(path)
+            return (pl.DataFrame(columns, schema={"_order": pl.Int64, **TIMELINE_COLUMNS})
+                    .sort("start_ns", "_order").drop("_order"))
+        except _NotStreamable:
+            raise
+        except _DECODE_ERRORS as exc:
+            raise _NotStreamable(str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__) from None
+        except Exception as exc:   # noqa: BLE001 - the plain path words whatever this was
+            raise _NotStreamable(f"{type(exc).__name__}: {exc}"[:200]) from None
+
+    def _read(self, handle) -> "_Streamed":
+        buffer = bytearray()
+        while not (found := _ARRAY_KEY.search(buffer)):
+            block = handle.read(base.CHUNK_BYTES)
+            if not block or len(buffer) > _HEAD_LIMIT:
+                raise _NotStreamable('no "traceEvents" array')
+            buffer += block
+        head = bytes(buffer[:found.end()]).removeprefix(b"\xef\xbb\xbf")
+        del buffer[:found.end()]
+        _utf8(head)
+        top = _HEAD.decode(head + b"]}")
+        want, at_end = PIECE_BYTES, False
+        while True:
+            while not at_end and len(buffer) <= want:
+                block = handle.read(max(base.CHUNK_BYTES, want + 1 - len(buffer)))
+                at_end = not block
+                buffer += block
+            if at_end and len(buffer) <= want:
+                break                     # the rest is the tail
+            cut = _BETWEEN_EVENTS.search(buffer, want)
+            if cut is None:
+                want = len(buffer)        # no gap between events in what was read: read on
+                continue
+            piece = buffer[:cut.start() + 1]
+            try:
+                _utf8(piece)
+                events = _EVENTS.decode(b"[" + piece + b"]")
+            except _DECODE_ERRORS:
+                # the cut fell inside a string or a nested object (or the piece is malformed):
+                # try a longer piece; a malformed file ends in the tail, which fails for good
+                want = 2 * len(piece)
+                continue
+            self._take(events)
+            del events
+            del buffer[:cut.end() - 1]    # keep the next event's "{"
+            want = PIECE_BYTES
+        _utf8(buffer)
+        tail = _TAIL.decode(b'{"traceEvents":[' + buffer)
+        del buffer
+        self._take(tail.traceEvents)
+        properties = _last(tail.deviceProperties, top.deviceProperties)
+        self.devices = {_int(d.get("id")): d.get("name") for d in properties or [] if isinstance(d, dict)}
+        self.base_ns = _int(_last(tail.baseTimeNanoseconds, top.baseTimeNanoseconds)) or 0
+        return self
+
+    def _take(self, events: list[_Event]) -> None:
+        """Keep what the join needs from one piece's events, in the plain path's terms."""
+        gpu, ops, durations, calls, ranges = self.gpu, self.ops, self.op_durations, self.calls, self.ranges
+        for order, event in enumerate(events, self.count):
+            category = str(event.cat).lower()
+            activity = GPU_CATEGORIES.get(category)
+            if activity is not None:
+                if event.ph == "X":
+                    gpu.append((order, activity, event))
+            elif category in RANGE_CATEGORIES:
+                if category != "user_annotation":
+                    external = _int((event.args or NO_ARGS).external_id)
+                    if external is not None:
+                        duration = Decimal(event.dur or 0)
+                        if external not in ops or duration < durations[external]:
+                            ops[external], durations[external] = event, duration
+                if event.ph == "X" and event.dur is not None:
+                    start = _decimal(event.ts)
+                    ranges.setdefault((event.pid, event.tid), []).append(
+                        (start, start + Decimal(event.dur), _name(event), category == "user_annotation"))
+            elif category in RUNTIME_CATEGORIES:
+                correlation = _int((event.args or NO_ARGS).correlation)
+                if correlation is not None and correlation not in calls:
+                    calls[correlation] = (event, _decimal(event.ts))
+        self.count += len(events)
+
+    def rows(self, path: Path) -> dict[str, list]:
+        """The timeline's columns (and _order), computed as the plain path computes its rows."""
+        names = ["_order", *TIMELINE_COLUMNS]
+        columns: dict[str, list] = {name: [] for name in names}
+        stacks = self._stacks()
+        ops, calls, devices, base_ns = self.ops, self.calls, self.devices, self.base_ns
+        for order, activity, event in self.gpu:
+            args = event.args or NO_ARGS
+            start, duration = _ns_of(path, event, event.ts, "ts"), _ns_of(path, event, event.dur, "dur")
+            grid, block = _dims(args.grid), _dims(args.block)
+            external = _int(args.external_id)
+            op = ops.get(external)
+            correlation = _int(args.correlation)
+            call = calls.get(correlation)
+            runtime = call[0] if call else None
+            device = _int(args.device)
+            context = stacks[correlation] if call else (None, None)   # nvtx_path, nvtx_range
+            op_args = op.args if op else None
+            values = (order, activity, device, devices.get(device), _int(args.context), _int(args.stream),
+                      _int(runtime.pid) if runtime else None, correlation, base_ns + start, duration,
+                      grid[0], grid[1], grid[2], block[0], block[1], block[2], _int(args.registers_per_thread),
+                      _int(args.shared_memory), _int(args.bytes), _name(event), None, None,
+                      _get(op.name) if op else None,
+                      str(op_args.input_dims) if op_args and op_args.input_dims is not None else None,
+                      context[0], context[1],
+                      external if op else None, _listed(op_args.input_type) if op_args else None,
+                      _listed(op_args.concrete_inputs) if op_args else None)
+            for name, value in zip(names, values):
+                columns[name].append(value)
+        return columns
+
+    def _stacks(self) -> dict[int, tuple[str | None, str | None]]:
+        """nvtx_path and nvtx_range of each CUDA call that launched a GPU event, by correlation id: the
+        ranges open on the calling thread then (the plain path's _ThreadStacks, over the calls used)."""
+        wanted = {_int((event.args or NO_ARGS).correlation) for _, _, event in self.gpu}
+        queries: dict[tuple, list[tuple[Decimal, int]]] = {}
+        for correlation, (call, moment) in self.calls.items():
+            thread = (call.pid, call.tid)
+            if correlation in wanted:
+                queries.setdefault(thread, []).append((moment, correlation))
+            else:
+                hash(thread)     # the plain path keys every call by its thread: an odd pid fails there
+        found: dict[int, tuple[str | None, str | None]] = {}
+        for key, waiting in queries.items():
+            spans = sorted(self.ranges.get(key, []), key=lambda s: (s[0], -s[1]))
+            stack: list[tuple] = []
+            i = 0
+            for moment, correlation in sorted(waiting, key=lambda q: q[0]):
+                while i < len(spans) and spans[i][0] <= moment:
+                    stack.append(spans[i])
+                    i += 1
+                stack = [s for s in stack if s[1] >= moment]
+                found[correlation] = (PATH_SEPARATOR.join(s[2] for s in stack) or None,
+                                      next((s[2] for s in reversed(stack) if s[3]), None))
+        return found
+
+
+def _last(later, earlier):
+    """A key's value where it may stand before and after the events: the later one wins, as in json.loads."""
+    if later is not msgspec.UNSET:
+        return later
+    return None if earlier is msgspec.UNSET else earlier
+
+
+def _get(value):
+    """event.get(key): None for a missing key."""
+    return None if value is msgspec.UNSET else value
+
+
+def _name(event: _Event) -> str:
+    """str(event.get("name", ""))"""
+    return "" if event.name is msgspec.UNSET else str(event.name)
+
+
+def _decimal(value) -> Decimal:
+    if value is msgspec.UNSET:
+        raise _NotStreamable('an event without "ts"')
+    return Decimal(value)
+
+
+def _ns_of(path: Path, event: _Event, value, key: str) -> int:
+    try:
+        return int(Decimal(_get(value)) * 1000)
+    except (TypeError, InvalidOperation):
+        raise InputError(path, f'GPU event {_get(event.name)!r} has no numeric "{key}"') from None
+
+
+def _listed(values) -> str | None:
+    return json.dumps([str(v) for v in values]) if isinstance(values, list) else None
