@@ -49,14 +49,7 @@ class Gzipped:
         self.name = inner.name
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        if not is_gzip(head):
-            return False
-        plain = head_of(head, len(head))
-        if plain.startswith(SQLITE_MAGIC):
-            # the SQLite sniffer opens the file itself, which it cannot do compressed: its magic is
-            # enough here, and reading checks the tables
-            return self.inner.name == "nsys-sqlite"
-        return self.inner.sniff(path, plain)
+        return is_gzip(head) and sniff_plain(self.inner, path, head_of(head, len(head)))
 
     def read(self, path: Path) -> ReadResult:
         with tempfile.TemporaryDirectory(prefix="kwh-gunzip-") as folder:
@@ -69,6 +62,15 @@ class Gzipped:
             except Exception as exc:   # noqa: BLE001 - ingest.read_with words it, naming the .gz file
                 raise type(exc)(str(exc).replace(str(plain), str(path))) from None
         return replace(result, path=path)
+
+
+def sniff_plain(inner: Reader, path: Path, plain: bytes) -> bool:
+    """Whether `inner` claims the gzip file `path` whose decompressed first bytes are `plain`."""
+    if plain.startswith(SQLITE_MAGIC):
+        # the SQLite sniffer opens the file itself, which it cannot do compressed: its magic is
+        # enough here, and reading checks the tables
+        return inner.name == "nsys-sqlite"
+    return inner.sniff(path, plain)
 
 
 def decompress(source: Path, target: Path) -> None:
