@@ -97,7 +97,7 @@ class NsysSqlite:
                              "nsys export --type sqlite") from None
 
     def _read(self, path: Path, con: sqlite3.Connection) -> ReadResult:
-        tables = _tables(con)
+        tables = _Tables(con)
         activity_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                                        "CUPTI_ACTIVITY_KIND_MEMSET") if t in tables]
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
@@ -113,53 +113,80 @@ class NsysSqlite:
         _attach_nvtx(con, tables, rows)
         for row in rows:
             row["device_name"] = devices.get((row.pop("_pid"), row["device_id"])) or devices.get((None, row["device_id"]))
-        timeline = (pl.DataFrame(rows, schema={"_order": pl.Int64, **TIMELINE_COLUMNS}, orient="row")
-                    if rows else pl.DataFrame(schema={"_order": pl.Int64, **TIMELINE_COLUMNS}))
-        timeline = timeline.sort("start_ns", "_order").drop("_order")
-        used = timeline.filter(pl.col("activity") == "kernel")["device_name"].drop_nulls()
-        gpu = used.mode().sort()[0] if used.len() else next(iter(sorted(set(devices.values()) - {None})), None)
+        # by start, then rowid (nulls first, as polars sorts); built column-wise: a handful of polars
+        # calls on a frame this small cost more than reading it
+        rows.sort(key=lambda row: (row["start_ns"] is not None, row["start_ns"] or 0, row["_order"] is not None,
+                                   row["_order"] or 0))
+        timeline = pl.DataFrame({name: [row[name] for row in rows] for name in TIMELINE_COLUMNS},
+                                schema=TIMELINE_COLUMNS)
+        gpu = _most_used([row["device_name"] for row in rows if row["activity"] == "kernel"])
+        if gpu is None:
+            gpu = next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
                           gpu_name=gpu, tool_version=_version(con, tables), run_info=_gpu_info(con, tables, gpu))
+
+
+def _most_used(names: list) -> str | None:
+    """The most frequent non-null name, the first in sort order on a tie (Series.mode().sort()[0])."""
+    counts: dict = {}
+    for name in names:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return None
+    most = max(counts.values())
+    return min(name for name, count in counts.items() if count == most)
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
 
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+class _Tables(set):
+    """The export's table (and view) names; each one's columns asked once (TARGET_INFO_GPU's are used thrice)."""
+
+    def __init__(self, con: sqlite3.Connection):
+        super().__init__(_tables(con))
+        self.con = con
+        self.columns: dict[str, set[str]] = {}
 
 
-def _version(con: sqlite3.Connection, tables: set[str]) -> str | None:
+def _columns(tables: _Tables, table: str) -> set[str]:
+    if table not in tables.columns:
+        tables.columns[table] = {r[1] for r in tables.con.execute(f'PRAGMA table_info("{table}")')}
+    return tables.columns[table]
+
+
+def _version(con: sqlite3.Connection, tables: _Tables) -> str | None:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if table in tables and {"name", "value"} <= _columns(con, table):
+        if table in tables and {"name", "value"} <= _columns(tables, table):
             found = con.execute(f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION'").fetchone()
             if found:
                 return found[0]
     return None
 
 
-def _devices(con: sqlite3.Connection, tables: set[str]) -> dict[tuple, str]:
+def _devices(con: sqlite3.Connection, tables: _Tables) -> dict[tuple, str]:
     """(process id or None, CUDA device id) -> GPU name."""
     if "TARGET_INFO_GPU" not in tables:
         return {}
-    columns = _columns(con, "TARGET_INFO_GPU")
+    columns = _columns(tables, "TARGET_INFO_GPU")
     gpus = {row[0]: row for row in con.execute(
         f"SELECT id, name, {'cuDevice' if 'cuDevice' in columns else 'NULL'} FROM TARGET_INFO_GPU")}
     names: dict[tuple, str] = {}
     for gpu_id, name, cu_device in gpus.values():
         names[(None, cu_device if cu_device is not None else gpu_id)] = name
-    if "TARGET_INFO_CUDA_DEVICE" in tables and {"gpuId", "cudaId", "pid"} <= _columns(con, "TARGET_INFO_CUDA_DEVICE"):
+    if "TARGET_INFO_CUDA_DEVICE" in tables and {"gpuId", "cudaId", "pid"} <= _columns(tables, "TARGET_INFO_CUDA_DEVICE"):
         for gpu_id, cuda_id, pid in con.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
             if gpu_id in gpus:
                 names[(pid, cuda_id)] = gpus[gpu_id][1]
     return names
 
 
-def _gpu_info(con: sqlite3.Connection, tables: set[str], gpu: str | None) -> dict:
+def _gpu_info(con: sqlite3.Connection, tables: _Tables, gpu: str | None) -> dict:
     """sm_count and compute_capability of the run's GPU (the first TARGET_INFO_GPU row of that name)."""
     if "TARGET_INFO_GPU" not in tables or not {"name", "smCount", "computeMajor", "computeMinor"} <= _columns(
-            con, "TARGET_INFO_GPU"):
+            tables, "TARGET_INFO_GPU"):
         return {}
     row = con.execute("SELECT smCount, computeMajor, computeMinor FROM TARGET_INFO_GPU WHERE name = ? OR ? IS NULL "
                       "ORDER BY id LIMIT 1", [gpu, gpu]).fetchone()
@@ -174,8 +201,8 @@ def _optional(columns: set[str], name: str, alias: str | None = None) -> str:
     return f"a.{name} AS {alias or name}" if name in columns else f"NULL AS {alias or name}"
 
 
-def _kernels(con: sqlite3.Connection, tables: set[str]) -> list[dict]:
-    columns = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+def _kernels(con: sqlite3.Connection, tables: _Tables) -> list[dict]:
+    columns = _columns(tables, "CUPTI_ACTIVITY_KIND_KERNEL")
     mangled_join = ("LEFT JOIN StringIds m ON m.id = a.mangledName" if "mangledName" in columns else "")
     query = f"""
         SELECT a.rowid, a.start, a.end, a.deviceId, a.contextId, a.streamId, a.correlationId, a.globalPid,
@@ -198,8 +225,8 @@ def _kernels(con: sqlite3.Connection, tables: set[str]) -> list[dict]:
     return rows
 
 
-def _memops(con: sqlite3.Connection, tables: set[str], table: str) -> list[dict]:
-    columns = _columns(con, table)
+def _memops(con: sqlite3.Connection, tables: _Tables, table: str) -> list[dict]:
+    columns = _columns(tables, table)
     memcpy = table.endswith("MEMCPY")
     kinds = dict(COPY_KINDS)
     if memcpy and "ENUM_CUDA_MEMCPY_OPER" in tables:
@@ -235,7 +262,7 @@ def _row(activity, rowid, start, end, device, context, stream, correlation, glob
     }
 
 
-def _attach_nvtx(con: sqlite3.Connection, tables: set[str], rows: list[dict]) -> None:
+def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> None:
     """Fill framework_op, op_shapes, nvtx_path and nvtx_range from the NVTX ranges enclosing the
     CUDA API call of each activity (same thread)."""
     if not {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"} <= tables:
@@ -249,7 +276,7 @@ def _attach_nvtx(con: sqlite3.Connection, tables: set[str], rows: list[dict]) ->
         key = (correlation, tid & PID_MASK if tid is not None else None)
         if key not in calls or start < calls[key][1]:
             calls[key] = (tid, start)
-    nvtx_columns = _columns(con, "NVTX_EVENTS")
+    nvtx_columns = _columns(tables, "NVTX_EVENTS")
     text_join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in nvtx_columns else ""
     text = "coalesce(e.text, s.value)" if text_join else "e.text"
     domain = "e.domainId" if "domainId" in nvtx_columns else "NULL"
