@@ -290,3 +290,56 @@ def test_corpus_fusion_candidates_find_gpt2s_gelu(corpus):
                    "WHERE model = 'gpt2' AND subject = 'aten::mul … aten::mul (8 kernels)'")
     assert (occurrences, kernels) == (12, 8)          # tanh-GELU, once per transformer block
     assert 0 < saved < time and "ESTIMATE" in evidence
+
+
+# -- bottleneck shares by real time, materialized views ---------------------------------------------
+
+def test_bottleneck_share_adds_up_the_real_time_of_each_model(ingested):
+    shares = rows(ingested, "SELECT model, gpu, sum(share_pct), sum(gpu_time_ns), min(counter_coverage_pct), "
+                            "max(counter_coverage_pct) FROM bottleneck_share GROUP BY model, gpu ORDER BY 1, 2")
+    truth = dict(((m, g), ns) for m, g, ns in rows(
+        ingested, "SELECT model, gpu, sum(weight_ns) FROM time_weighted_kernels GROUP BY model, gpu"))
+    assert len(shares) > 5
+    for model, gpu, pct, ns, low, high in shares:
+        assert pct == pytest.approx(100.0) and ns == pytest.approx(truth[(model, gpu)]) and low == high
+    # a model with a timeline: classes weigh real time, and unprofiled time is its own class
+    got = dict((b, (ns, basis)) for b, ns, basis in rows(
+        ingested, "SELECT bottleneck, gpu_time_ns, time_basis FROM bottleneck_share WHERE model = 'gpt2'"))
+    by_class = dict(rows(ingested, "SELECT coalesce(bottleneck, 'not profiled'), sum(weight_ns) FROM time_weighted_kernels "
+                                   "WHERE model = 'gpt2' AND weight_ns > 0 GROUP BY 1"))
+    assert {b: ns for b, (ns, _) in got.items()} == pytest.approx(by_class)
+    assert {basis for _, basis in got.values()} == {"timeline"} and "not profiled" in got
+
+
+def test_corpus_bottleneck_share_of_gpt2_follows_the_lm_head(corpus):
+    warehouse, _ = corpus
+    (klass, share, evidence), = rows(warehouse, "SELECT bottleneck, share_pct, evidence FROM bottleneck_share "
+                                                "WHERE model = 'gpt2' ORDER BY gpu_time_ns DESC LIMIT 1")
+    (lm_head_class,), = rows(warehouse, "SELECT bottleneck FROM time_weighted_kernels WHERE model = 'gpt2' "
+                                        "AND kernel_base = 'cutlass::Kernel2'")
+    assert klass == lm_head_class and share > 55 and "borrowed from other models" in evidence
+
+
+def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested, monkeypatch):
+    """Row for row, to the golden files' 10 significant digits (sums in another order differ in the last bits)."""
+    from conftest import _cell
+
+    from kwarehouse import views
+
+    def table(con, name):
+        return sorted("|".join(map(_cell, row)) for row in con.execute(f'SELECT * FROM "{name}"').fetchall())
+    plain = ingested.connect()
+    expected = {name: table(plain, name) for name in views.MATERIALIZED}
+    readers_of_them = ("time_weighted_kernels", "bottleneck_share", "design_signals", "what_to_fix_first", "rank_balance")
+    expected.update({name: table(plain, name) for name in readers_of_them})
+    plain.close()
+    monkeypatch.setattr(views, "MATERIALIZE_MIN_ROWS", 0)
+    ingested.refresh_duckdb()
+    con = ingested.connect()
+    kinds = dict(con.execute("SELECT table_name, 'table' FROM duckdb_tables() UNION ALL "
+                             "SELECT view_name, 'view' FROM duckdb_views()").fetchall())
+    for name in views.MATERIALIZED:
+        assert kinds[name] == "table", name
+        assert table(con, name) == expected[name], name
+    for name in readers_of_them:     # the views that read them give the same answers
+        assert table(con, name) == expected[name], name

@@ -47,11 +47,12 @@ def test_the_report_is_self_contained_and_has_every_section(report_file):
     # nothing fetched: no src/href to a network, no scripts, no external fonts or styles
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text) and "<script" not in text and "@import" not in text
     for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
-                  "Op class share of GPU time", "Warp stall breakdown per op class", "Bottleneck class",
+                  "Op class share of GPU time", "Bottleneck share of GPU time per model",
+                  "Warp stall breakdown per op class", "Bottleneck class",
                   "Design signals", "Trend of the top kernels", "Latest changes: gpt2 2026-11-23 → 2026-11-24"):
         assert f"<h2>{title}" in text, title
     assert text.count("How to read this:") == text.count("<h2>")
-    assert text.count("<svg") == 6   # roofline, popularity, library and op-class shares, stalls, trend
+    assert text.count("<svg") == 7   # roofline, popularity, library, op-class and bottleneck shares, stalls, trend
 
 
 def test_filters_narrow_the_report(ingested, tmp_path):
@@ -76,7 +77,7 @@ def test_the_report_renders_in_headless_chromium_offline(report_file, tmp_path):
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(report_file.as_uri())
             charts = page.query_selector_all("svg")
-            assert len(charts) == 6
+            assert len(charts) == 7
             for chart in charts:
                 box = chart.bounding_box()
                 marks = chart.evaluate("e => e.querySelectorAll('circle, rect, polyline, line').length")

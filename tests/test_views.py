@@ -33,7 +33,7 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
+        "bottleneck_class", "bottleneck_share", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
         "launch_shape_correlates", "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline",
         "speed_of_light",
         "time_weighted_kernels", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
@@ -227,7 +227,7 @@ def test_launch_shape_correlates_by_hand(ingested):
 # -- names ---------------------------------------------------------------------------------------
 
 def test_a_misspelled_view_suggests_the_right_one():
-    with pytest.raises(KwhError, match=r"no view named 'bottlenek_class'; did you mean bottleneck_class\?"):
+    with pytest.raises(KwhError, match=r"no view named 'bottlenek_class'; did you mean bottleneck_class or bottleneck_share\?"):
         views.view_named("bottlenek_class")
     with pytest.raises(KwhError, match=r"no view named 'zzz'; kwh views lists them"):
         views.view_named("zzz")

@@ -235,6 +235,9 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
                 con.execute(statement)
             _add_reference_tables(con)
             views.create_all(con, warehouse.root)
+        # on a large warehouse, the heavy views are computed here once, not by every query (views.MATERIALIZED)
+        if _launch_rows(con) >= views.MATERIALIZE_MIN_ROWS:
+            views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
         _keep_user_objects(warehouse, con, warnings)
@@ -254,6 +257,15 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
         check.execute("SELECT count(*) FROM runs").fetchall()
     finally:
         check.close()
+
+
+def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """Rows of kernel_launches and kernels (Parquet footers: no data is read); 0 where a file cannot be
+    read (readers then get that file's own error from the views)."""
+    try:
+        return sum(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0] for table in ("kernel_launches", "kernels"))
+    except duckdb.Error:
+        return 0
 
 
 def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str]) -> None:

@@ -274,6 +274,20 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                          f"each bar is one model's real GPU time (100 %: its timelines, or ncu replay "
                                          f"time where it has none), split by {column.replace('_', ' ')}.",
                                          stacked_svg(list(grouped.items()), keys, "share of GPU time (%)")))
+        classes = q(f"SELECT model, bottleneck, share_pct FROM bottleneck_share WHERE {TIMED} AND gpu_time_ns > 0 "
+                    "ORDER BY model, share_pct DESC")
+        if classes:
+            grouped = {}
+            for model, bottleneck, pct in classes:
+                grouped.setdefault(model, []).append((bottleneck, pct or 0.0))
+            sections.append(_section("Bottleneck share of GPU time per model",
+                                     "each bar is one model's real GPU time (100 %: its timelines, or ncu replay time "
+                                     "where it has none), split by the bottleneck class of the ncu launches whose counters "
+                                     "describe each kernel (borrowed from other runs and models where needed; "
+                                     "'not profiled': no ncu launch of that kernel on that GPU). The bottleneck_share view "
+                                     "has the numbers and the top kernel of each class.",
+                                     stacked_svg(list(grouped.items()), sorted({r[1] for r in classes}),
+                                                 "share of GPU time (%)")))
         stalls = q(_stall_shares_sql())
         if stalls:
             reasons = sorted({r[1] for r in stalls})
@@ -296,8 +310,8 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                      "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
                                      "metric values that decided it (cut-offs in the bottleneck_thresholds table) and "
                                      "the fix.",
-                                     _table(["kernel", "library", "bottleneck", "limiting unit", "launches",
-                                             "GPU time (us)", "SM %", "memory %", "seed class", "ncu verdict",
+                                     _table(["kernel", "library", "bottleneck", "limiting unit", "ncu launches",
+                                             "ncu replay time (us)", "SM %", "memory %", "seed class", "ncu verdict",
                                              "agrees with ncu", "decided by (its longest launch)", "fix"], bottlenecks)))
         signals = q("SELECT signal, subject, model_list, launches, round(gpu_time_pct, 2), "
                     "round(est_time_saved_ns / 1e3, 1), fix, evidence, assumption "

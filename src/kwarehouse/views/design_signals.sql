@@ -1,7 +1,10 @@
 -- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
 -- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
--- of the model's nsys/PyTorch runs, from gemm_efficiency, fusion_candidates and launch_bound) or 'ncu replay'
--- (ncu's serialised replays of the profiled launches; small kernels read 1.6-2.5x long). gpu_time_pct is the
+-- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
+-- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
+-- real time it stands for where the model has a timeline on that GPU: the kernel's timeline time
+-- (kernel_time) spread over its ncu launches in proportion to their durations (launches likewise), so
+-- gpu_time_ns and est_time_saved_ns are real time and a kernel the timeline never ran weighs nothing. gpu_time_pct is the
 -- share of all GPU time of that basis in the warehouse. est_time_saved_ns is an ESTIMATE under the row's
 -- assumption, never a measurement; NULL where no defensible estimate exists (the seed's signals).
 -- Signals and their evidence:
@@ -36,13 +39,27 @@ WITH t AS (
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
            max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches
     FROM bottleneck_thresholds
+), real_weights AS (
+    -- per model, GPU and kernel: how much real time (and how many real launches) one ns (one launch) of its
+    -- ncu replays stands for; 1 where the model has no timeline on that GPU
+    SELECT n.model, n.gpu, n.kernel_id,
+           CASE WHEN r.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
+           CASE WHEN r.model IS NULL THEN 1.0 ELSE coalesce(r.timeline_ns / NULLIF(n.ncu_ns, 0), 0.0) END AS time_scale,
+           CASE WHEN r.model IS NULL THEN 1.0 ELSE r.timeline_launches / n.ncu_launches END AS launch_scale
+    FROM (SELECT model, gpu, kernel_id, CAST(sum(duration_ns) AS DOUBLE) AS ncu_ns, CAST(count(*) AS DOUBLE) AS ncu_launches
+          FROM kernels GROUP BY model, gpu, kernel_id) n
+    LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
+               FROM kernel_time WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
+      ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
 ), launches AS (
     -- bottleneck_class and occupancy read once; the signals below all work from this
-    SELECT b.run_id, b.launch_id, b.model, b.kernel_id, b.library, b.op_class, b.kernel_base, b.bottleneck,
+    SELECT b.run_id, b.launch_id, b.model, b.kernel_id, w.time_basis, b.duration_ns * w.time_scale AS real_ns,
+           w.launch_scale, b.library, b.op_class, b.kernel_base, b.bottleneck,
            b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
            b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
            o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread
     FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
+    JOIN real_weights w ON w.model = b.model AND w.gpu = b.gpu AND w.kernel_id = b.kernel_id
 ), totals AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
@@ -90,96 +107,102 @@ WITH t AS (
            CASE WHEN k.flops_source = 'ncu tensor counters' THEN 'tensor FLOPs / dense peak (ncu tensor counters)'
                 WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
                     THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
-                ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis
+                ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis,
+           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale
     FROM kernels k
+    JOIN real_weights w ON w.model = k.model AND w.gpu = k.gpu AND w.kernel_id = k.kernel_id
     WHERE (k.op_class IN ('conv', 'attention') OR (k.op_class = 'gemm' AND k.framework_op IS NULL))
       AND k.tensor_util_pct IS NOT NULL
 ), low_tensor AS (
     SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal, min(l.kernel_base) AS subject, l.kernel_id,
            min(l.library) AS library, min(l.op_class) AS op_class,
            count(DISTINCT l.model) AS models, array_to_string(list_sort(list(DISTINCT l.model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(l.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           CAST(round(sum(l.launch_scale)) AS BIGINT) AS launches, sum(l.real_ns) AS gpu_time_ns,
            concat(CAST(round(sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0), 2) AS VARCHAR),
                   ' % tensor efficiency (', min(l.efficiency_basis), ', time-weighted) < ',
                   CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR), '; ', coalesce(min(l.framework_op), 'no framework op'), ' ',
                   coalesce(min(l.op_shapes), ''), '; math dtype ', min(l.math_dtype)) AS evidence,
-           sum(l.duration_ns * greatest(0, 1 - l.tensor_efficiency_pct / t.tensor_efficiency_target_pct)) AS est_time_saved_ns,
+           sum(l.real_ns * greatest(0, 1 - l.tensor_efficiency_pct / t.tensor_efficiency_target_pct)) AS est_time_saved_ns,
            concat('ESTIMATE: the same FLOPs at ', CAST(max(t.tensor_efficiency_target_pct) AS VARCHAR),
                   ' % tensor efficiency (what well-shaped kernels of this class reach on this corpus)') AS assumption,
            CASE WHEN min(l.op_class) = 'conv' THEN 'a tensor-core algorithm for this conv (channels-last fp16/bf16, aligned channels; cudnn.benchmark), or fold a 1x1 conv into a GEMM'
                 WHEN min(l.op_class) = 'attention' THEN 'longer sequences or more heads per launch (batch the attention), or a kernel tuned for this head size'
                 ELSE 'run the GEMM on tensor cores (TF32/BF16 cuBLAS) instead of CUDA cores' END AS fix,
-           'ncu replay' AS time_basis
+           l.time_basis
     FROM tensor_launches l CROSS JOIN t
     WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
-    GROUP BY l.kernel_id
-    HAVING sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0) < max(t.tensor_efficiency_low_pct)
+    GROUP BY l.kernel_id, l.time_basis
+    HAVING sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(l.real_ns) > 0
 ), reuse AS (
     SELECT 'DRAM-bound with reuse failure' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
-           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
+           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
            concat('DRAM ', CAST(round(sum(b.dram_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, moves ',
                   CAST(round(sum(b.dram_bytes) / sum(b.compulsory_bytes), 2) AS VARCHAR), 'x its compulsory bytes') AS evidence,
-           sum(b.duration_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
+           sum(b.real_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
            'tile for reuse (shared memory, an L2-friendly block order) so each byte leaves DRAM once' AS fix,
-           'ncu replay' AS time_basis
+           b.time_basis
     FROM launches b
     WHERE b.bottleneck = 'cache-inefficient'
-    GROUP BY b.kernel_id
+    GROUP BY b.kernel_id, b.time_basis
+    HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), register_limited AS (
     SELECT 'register-limited occupancy' AS signal, min(o.kernel_base) AS subject, o.kernel_id, min(o.library) AS library,
            min(o.op_class) AS op_class, count(DISTINCT o.model) AS models,
-           array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
+           CAST(round(sum(o.launch_scale)) AS BIGINT) AS launches, sum(o.real_ns) AS gpu_time_ns,
            concat(min(o.limiter_evidence), '; achieved ', CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / sum(o.duration_ns), 1) AS VARCHAR),
                   ' % (time-weighted); ', CAST(min(o.registers_per_thread) AS VARCHAR), '-', CAST(max(o.registers_per_thread) AS VARCHAR),
                   ' registers/thread; ', min(o.bottleneck)) AS evidence,
-           sum(o.duration_ns * r.speedup_pct / 100) AS est_time_saved_ns,
+           sum(o.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
            'cap registers (__launch_bounds__, -maxrregcount) or split the kernel; check that no spills appear' AS fix,
-           'ncu replay' AS time_basis
+           o.time_basis
     FROM launches o
     LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
          AND r.speedup_type = 'global'
     WHERE o.occupancy_limiter = 'registers' AND o.bottleneck IN ('latency-bound', 'occupancy-limited')
-    GROUP BY o.kernel_id
+    GROUP BY o.kernel_id, o.time_basis
+    HAVING sum(o.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), small_grid AS (
     SELECT 'grid too small to fill the GPU' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
-           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat(CAST(count(*) AS VARCHAR), ' launches at ', CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-',
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
+           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat(CAST(count(*) AS VARCHAR), ' ncu launches at ', CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-',
                   CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM; SM ',
                   CAST(round(sum(b.sm_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, memory ',
                   CAST(round(sum(b.mem_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
-           sum(b.duration_ns * (1 - b.waves_per_sm)) AS est_time_saved_ns,
+           sum(b.real_ns * (1 - b.waves_per_sm)) AS est_time_saved_ns,
            'ESTIMATE (upper bound): the same work spread over every SM at the same per-SM speed: time x (1 - waves per SM)' AS assumption,
            'more, smaller blocks (split the reduction/rows, split-K), batch launches together, or run it concurrently on another stream' AS fix,
-           'ncu replay' AS time_basis
+           b.time_basis
     FROM launches b
     WHERE b.bottleneck = 'grid-too-small'
-    GROUP BY b.kernel_id
+    GROUP BY b.kernel_id, b.time_basis
+    HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), tail_wave AS (
     SELECT 'partial last wave (wave quantization)' AS signal, min(b.kernel_base) AS subject, b.kernel_id,
            min(b.library) AS library, min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
-           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
+           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
            concat('ncu LaunchConfiguration: a partial last wave may cost up to ',
                   CAST(round(max(r.speedup_pct), 1) AS VARCHAR), ' % of the runtime; ',
                   CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM') AS evidence,
-           sum(b.duration_ns * r.speedup_pct / 100) AS est_time_saved_ns,
+           sum(b.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own tail-wave estimate (LaunchConfiguration, global speedup), assuming blocks of equal duration' AS assumption,
            'a grid that is a whole number of waves (tile size, split-K, or persistent scheduling)' AS fix,
-           'ncu replay' AS time_basis
+           b.time_basis
     FROM launches b
     JOIN rules r ON r.run_id = b.run_id AND r.launch_id = b.launch_id AND r.rule_name = 'LaunchConfiguration'
          AND r.speedup_type = 'global' AND r.description LIKE '%partial wave%'
     WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND r.speedup_pct > 0
       -- a streaming kernel at the DRAM roof shares the bandwidth among fewer blocks in its last wave: no tail cost
       AND NOT (b.bottleneck IN ('memory-bound', 'cache-inefficient') AND b.limiting_unit = 'dram')
-    GROUP BY b.kernel_id
+    GROUP BY b.kernel_id, b.time_basis
+    HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), fusion AS (
     -- averaged over the model's timeline runs (each run is one profiled stretch of the same workload)
     SELECT 'fusable chain of small kernels' AS signal, f.subject, CAST(NULL AS VARCHAR) AS kernel_id,

@@ -127,7 +127,14 @@ WITH limits AS (
            (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned
     FROM judged j
 ), references_ AS (
-    SELECT * FROM flagged WHERE NOT misaligned AND NOT tiny AND pct_of_peak IS NOT NULL
+    -- per shape and kernel, its two best models: the nearest reference of a shape is never more than one
+    -- model's row away from them (only its own is excluded), and the join stays small however many models
+    -- share a shape
+    SELECT model, gpu, op, m, n, k, batch, math_dtype, kernel_id, kernel_base, pct_of_peak, flops_per_launch
+    FROM flagged
+    WHERE NOT misaligned AND NOT tiny AND pct_of_peak IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY gpu, math_dtype, op, m, n, k, batch, kernel_id
+                               ORDER BY pct_of_peak DESC, model) <= 2
 ), nearest AS (
     SELECT f.model, f.gpu, f.op, f.m, f.n, f.k, f.batch, f.math_dtype, f.kernel_id,
            r.model AS ref_model, r.op AS ref_op, r.m AS ref_m, r.n AS ref_n, r.k AS ref_k, r.batch AS ref_batch,

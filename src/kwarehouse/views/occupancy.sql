@@ -21,10 +21,14 @@ WITH limits AS (
     FROM limits
 ), specialised AS (
     -- one row per launch whose name matches a warp-specialised pattern and that runs one CTA per SM
-    SELECT l.run_id, l.launch_id, min(w.pattern) AS pattern
-    FROM ties l JOIN warp_specialized_kernels w ON regexp_matches(lower(l.kernel_name), w.pattern)
+    -- (each distinct name is matched once: a regex per launch and pattern took seconds at 10,000 runs)
+    SELECT l.run_id, l.launch_id, n.pattern
+    FROM ties l
+    JOIN (SELECT d.kernel_name, min(w.pattern) AS pattern
+          FROM (SELECT DISTINCT kernel_name FROM ties WHERE blocks_per_sm = 1) d
+          JOIN warp_specialized_kernels w ON regexp_matches(lower(d.kernel_name), w.pattern)
+          GROUP BY d.kernel_name) n ON n.kernel_name = l.kernel_name
     WHERE l.blocks_per_sm = 1
-    GROUP BY l.run_id, l.launch_id
 ), named AS (
     SELECT t.*, s.pattern AS warp_specialized_pattern,
            CASE WHEN t.blocks_per_sm >= 1e9 THEN NULL ELSE

@@ -23,6 +23,9 @@ WITH trace_dtypes AS (
          AND d.op_shapes = k.op_shapes
     WHERE k.op_shapes IS NOT NULL
       AND k.op_class IN ('elementwise', 'copy/transpose', 'normalization', 'softmax', 'reduction', 'gather/scatter/index')
+), distinct_ops AS (
+    -- the shapes are parsed once per distinct op, not once per launch (millions at 10,000 runs)
+    SELECT DISTINCT framework_op, op_shapes, op_class, math_dtype, element_bytes, op_dtypes FROM ops
 ), tensors AS (
     -- the k-th tensor's dims as text ('4, 256, 768'), '' when it is a scalar or absent
     SELECT *,
@@ -38,16 +41,16 @@ WITH trace_dtypes AS (
            regexp_extract(coalesce(op_dtypes, ''), '^\[(?:"[^"]*", ){3}"([^"]*)"', 1) AS d3,
            regexp_extract(coalesce(op_dtypes, ''), '^\[(?:"[^"]*", ){4}"([^"]*)"', 1) AS d4,
            regexp_extract(coalesce(op_dtypes, ''), '^\[(?:"[^"]*", ){5}"([^"]*)"', 1) AS d5
-    FROM ops
+    FROM distinct_ops
 ), unnested AS (
     -- one row per (launch, tensor position k) with the k-th tensor's dims
-    SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
+    SELECT framework_op, op_shapes, op_class, math_dtype, element_bytes, op_dtypes, k,
            op_dtypes IS NOT NULL AS traced,
            CASE k WHEN 0 THEN t0 WHEN 1 THEN t1 WHEN 2 THEN t2 WHEN 3 THEN t3 WHEN 4 THEN t4 ELSE t5 END AS dims,
            CASE k WHEN 0 THEN d0 WHEN 1 THEN d1 WHEN 2 THEN d2 WHEN 3 THEN d3 WHEN 4 THEN d4 ELSE d5 END AS dtype
     FROM tensors CROSS JOIN (VALUES (0), (1), (2), (3), (4), (5)) AS positions (k)
 ), sized AS (
-    SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype, element_bytes, k,
+    SELECT framework_op, op_shapes, op_class, math_dtype, element_bytes, op_dtypes, k,
            traced,
            coalesce(CASE WHEN dtype IN ('c10::BFloat16', 'c10::Half') THEN 2 WHEN dtype IN ('float', 'int', 'unsigned int') THEN 4
                          WHEN dtype IN ('double', 'long int', 'long', 'int64_t') THEN 8
@@ -62,8 +65,7 @@ WITH trace_dtypes AS (
                * coalesce(TRY_CAST(nullif(split_part(dims, ', ', 6), '') AS DOUBLE), 1) END AS numel
     FROM unnested
 ), per_op AS (
-    SELECT run_id, launch_id, min(model) AS model, min(gpu) AS gpu, min(kernel_id) AS kernel_id, min(framework_op) AS framework_op, min(op_shapes) AS op_shapes, min(op_class) AS op_class,
-           min(math_dtype) AS math_dtype, min(element_bytes) AS element_bytes,
+    SELECT framework_op, op_shapes, op_class, math_dtype, element_bytes, op_dtypes,
            sum(numel) AS input_numel, bool_or(traced) AS traced,
            -- a tensor whose element size nobody knows makes the op's bytes unknown
            count(CASE WHEN numel > 0 AND tensor_element_bytes IS NULL THEN 1 END) AS unsized_tensors,
@@ -71,7 +73,15 @@ WITH trace_dtypes AS (
            max(numel * tensor_element_bytes) AS largest_input_bytes,
            max(CASE WHEN k = 0 THEN numel * tensor_element_bytes END) AS first_input_bytes
     FROM sized
-    GROUP BY run_id, launch_id
+    GROUP BY framework_op, op_shapes, op_class, math_dtype, element_bytes, op_dtypes
+), launch_ops AS (
+    SELECT o.run_id, o.launch_id, o.model, o.gpu, o.kernel_id, o.framework_op, o.op_shapes, o.op_class, o.math_dtype,
+           o.element_bytes, p.input_numel, p.traced, p.unsized_tensors, p.input_bytes, p.largest_input_bytes,
+           p.first_input_bytes
+    FROM ops o
+    JOIN per_op p ON coalesce(p.framework_op, '') = coalesce(o.framework_op, '') AND p.op_shapes = o.op_shapes AND p.op_class = o.op_class
+     AND coalesce(p.math_dtype, '') = coalesce(o.math_dtype, '') AND coalesce(p.element_bytes, 0) = coalesce(o.element_bytes, 0)
+     AND coalesce(p.op_dtypes, '') = coalesce(o.op_dtypes, '')
 )
 SELECT run_id, launch_id, model, gpu, kernel_id, framework_op, op_shapes, op_class, math_dtype,
        input_bytes, output_bytes, input_bytes + output_bytes AS compulsory_bytes,
@@ -92,6 +102,6 @@ FROM (
                 WHEN op_class = 'reduction' THEN 'inputs + a reduced output'
                 WHEN right(framework_op, 1) = '_' THEN 'inputs + self written back (in place)'
                 ELSE 'inputs + output = the largest input' END AS output_rule
-    FROM per_op
+    FROM launch_ops
 ) sized_op
 WHERE unsized_tensors = 0 AND input_numel > 0
