@@ -63,7 +63,7 @@ WITH t AS (
 ), totals AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
-    SELECT 'timeline', CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches WHERE activity = 'kernel'
+    SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time WHERE time_basis = 'timeline'
 ), misaligned AS (
     SELECT 'misaligned GEMM dims → fallback kernel' AS signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
