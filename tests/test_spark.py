@@ -290,3 +290,12 @@ def test_gpu_telemetry_parity(spark, tmp_path):
     duck_rows = warehouse.connect().execute("SELECT * FROM gpu_telemetry").fetchall()
     assert duck_rows
     assert_same_rows(own.sql("SELECT * FROM gpu_telemetry").collect(), duck_rows, "gpu_telemetry")
+
+
+def test_spark_sql_registers_the_views_its_query_names_and_what_they_read():
+    every = views.all_views()
+    needed = kspark.views_named_by("SELECT * FROM what_to_fix_first -- not roofline_x")
+    assert "what_to_fix_first" in needed and needed < set(every)
+    for name in needed:   # closed: every view a needed view reads is needed
+        assert views.reads(every[name]) <= needed
+    assert kspark.views_named_by("SELECT nope FROM kernels") == set()

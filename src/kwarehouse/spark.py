@@ -131,11 +131,14 @@ def view_statements() -> list[tuple[str, str]]:
             for view in views.creation_order()]
 
 
-def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> list[str]:
+def register(spark, warehouse_path: str | Path, catalog: str | None = None,
+             views_for: str | None = None) -> list[str]:
     """Create every warehouse table and view as a temporary view in `spark`; returns their names.
 
     warehouse_path: the warehouse folder (a path the driver and the executors both read).
-    catalog: its catalog URL when it is not catalog.sqlite in the folder (as for kwh --catalog)."""
+    catalog: its catalog URL when it is not catalog.sqlite in the folder (as for kwh --catalog).
+    views_for: SQL text; only the views it names, and the views those read, are created (the tables
+    always are): a view that others read is computed at register, seconds each on a local Spark."""
     from kwarehouse.store import Warehouse
     from kwarehouse import normalize
 
@@ -190,7 +193,10 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
     # and the verdict views (design_signals, what_to_fix_first) nest kernel_time, bottleneck_class,
     # gemm_efficiency, ... so deeply that analysing their inlined plans ran the driver out of memory.
     shared = read_by_other_views()
+    wanted = None if views_for is None else views_named_by(views_for)
     for view in views.creation_order():
+        if wanted is not None and view.name not in wanted:
+            continue
         select = transpile(view.sql, f"view {view.name}")
         if view.name in shared:
             spark.sql(select).localCheckpoint(eager=True).createOrReplaceTempView(view.name)
@@ -198,6 +204,18 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None) -> l
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{view.name}` AS {select}")
         names.append(view.name)
     return names
+
+
+def views_named_by(sql: str) -> set[str]:
+    """The views whose names are words of `sql`, and every view those read, transitively."""
+    every = views.all_views()
+    wanted = set(re.findall(r"\w+", sql)) & every.keys()
+    pending = list(wanted)
+    while pending:
+        for name in views.reads(every[pending.pop()]) - wanted:
+            wanted.add(name)
+            pending.append(name)
+    return wanted
 
 
 def read_by_other_views() -> set[str]:
@@ -256,7 +274,8 @@ def run_sql(warehouse_path: str | Path, query: str, *, catalog: str | None = Non
     # errors reach the user as one line below; Spark would also log each one with its JVM stack
     session.sparkContext.setLogLevel("OFF")
     _quiet_query_errors()
-    register(session, warehouse_path, catalog)
+    # only the views the query names: each view other views read is computed at register
+    register(session, warehouse_path, catalog, views_for=query)
     if from_duckdb:
         query = transpile(query)
     try:
