@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import sqlalchemy as sa
@@ -171,6 +172,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     def earlier(path: str) -> list[tuple[str, int, str]]:
         return warehouse.ingested_at_path(path) if warehouse.exists else []
 
+    pending: dict[str, list[_Source]] = {}
     try:
         for batch in batches:
             groups = read_folder(batch, format, already, metadata, seen, report, progress, earlier)
@@ -179,7 +181,12 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
             if writer is None:   # the lock is taken once, at the first folder with something to commit
                 writer = warehouse.writer()
                 report.repairs.extend(writer.__enter__())
-            commit_groups(groups, warehouse, model, tags, report)
+            pending.update(groups)   # a run id names its folder: folders never share one
+            if batch_full(pending):
+                commit_batch(pending, warehouse, model, tags, report)
+                pending = {}
+        if pending:
+            commit_batch(pending, warehouse, model, tags, report)
         if writer is None and warehouse.has_leftovers():
             # nothing to commit, but an interrupted writer left staged files: clear them now
             writer = warehouse.writer()
@@ -272,23 +279,98 @@ def _settled(batches: list[list[tuple[Path, bool]]], settle_seconds: float,
     return out
 
 
+# Runs of ncu exports are built in one vectorized pass and written together (one Parquet file per
+# table and partition, one catalog transaction), up to this many runs or input bytes at a time:
+# per-run work (a polars query, a file, a transaction) costs more than a 100-kernel run's rows.
+BATCH_RUNS = 64
+BATCH_BYTES = 256 << 20
+# In a batch, a launch's id carries its run's position above these bits (ncu numbers launches from 0).
+LAUNCH_BITS = 32
+
+
+def batch_full(groups: dict[str, list[_Source]]) -> bool:
+    return len(groups) >= BATCH_RUNS or sum(m.size or 0 for ms in groups.values() for m in ms) >= BATCH_BYTES
+
+
+def _fresh_members(run_id: str, members: list[_Source], warehouse: Warehouse, report: IngestReport) -> list[_Source]:
+    """The members no other writer committed while we were reading them: checked again under the
+    lock, so two concurrent ingests never record a file twice."""
+    fresh = []
+    for member in members:
+        done = warehouse.ingested_run(member.sha256)
+        if done is None:
+            fresh.append(member)
+        else:
+            report.skipped.append((display_path(member.result.path), f"already ingested (run {done})"))
+    return fresh
+
+
+def _supersedes(run_id: str, members: list[_Source]) -> tuple[str, ...]:
+    return tuple(sorted({m.supersedes for m in members if m.supersedes} - {run_id}))
+
+
+def commit_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+                 tags: dict[str, str], report: IngestReport) -> None:
+    """Commit the runs of `groups`: new runs of ncu exports together (build_ncu_batch, one catalog
+    transaction), the others one by one (commit_groups). If the batch fails for a reason that is not
+    the warehouse's, its runs are committed one by one instead, so a bad run fails alone."""
+    known = {run_id for run_id, _, _ in warehouse.runs()}
+    batch, single = {}, {}
+    for run_id, members in groups.items():
+        if run_id in known or _supersedes(run_id, members) or not batchable(members):
+            single[run_id] = members
+        elif fresh := _fresh_members(run_id, members, warehouse, report):
+            batch[run_id] = fresh
+    summaries: dict[str, RunSummary] = {}
+    if len(batch) > 1:
+        try:
+            built = build_ncu_batch(list(batch.items()), normalize.KernelRules.load(warehouse.rules_dir),
+                                    model, tags)
+            staged = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built.items()])
+        except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
+            raise KwhError(f"{warehouse.root}: could not write runs {', '.join(batch)} ({_one_line(exc)}); nothing "
+                           "of them was committed and runs committed before them are kept") from None
+        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
+            single = {**single, **batch}
+        else:
+            try:
+                warehouse.commit_many([(s, built[s.run_id].files) for s in staged])
+            except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
+                raise KwhError(f"{warehouse.root}: could not commit runs {', '.join(batch)} ({_one_line(exc)}); "
+                               "nothing of them was committed and runs committed before them are kept") from None
+            summaries = {run_id: b.summary for run_id, b in built.items()}
+    else:
+        single = {**single, **batch}
+    before = len(report.runs)
+    commit_groups({run_id: single[run_id] for run_id in groups if run_id in single}, warehouse, model, tags, report)
+    summaries.update((s.run_id, s) for s in report.runs[before:])
+    del report.runs[before:]
+    report.runs.extend(summaries[run_id] for run_id in groups if run_id in summaries)   # in folder order
+
+
+def batchable(members: list[_Source]) -> bool:
+    """Whether a new run can be built in a batch: ncu pages whose launch ids fit below LAUNCH_BITS."""
+    for member in members:
+        result = member.result
+        if result.tool != "ncu" or result.metrics is None or result.launches is None:
+            return False
+        ids = result.launches["launch_id"]
+        if ids.len() and (ids.null_count() or ids.min() < 0 or ids.max() >= 1 << (LAUNCH_BITS - 1)):
+            return False
+        ids = result.metrics["launch_id"]
+        if ids.len() and (ids.null_count() or ids.min() < 0 or ids.max() >= 1 << (LAUNCH_BITS - 1)):
+            return False
+    return True
+
+
 def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
                    tags: dict[str, str], report: IngestReport) -> None:
     for run_id, members in groups.items():
-        # Another writer may have committed these files while we were reading them: check again
-        # under the lock, so two concurrent ingests never record a file twice.
-        fresh = []
-        for member in members:
-            done = warehouse.ingested_run(member.sha256)
-            if done is None:
-                fresh.append(member)
-            else:
-                report.skipped.append((display_path(member.result.path), f"already ingested (run {done})"))
+        fresh = _fresh_members(run_id, members, warehouse, report)
         if not fresh:
             continue
         try:
-            report.runs.append(_commit(run_id, fresh, warehouse, model, tags,
-                                       tuple(sorted({m.supersedes for m in members if m.supersedes} - {run_id}))))
+            report.runs.append(_commit(run_id, fresh, warehouse, model, tags, _supersedes(run_id, members)))
         except InputError as exc:
             report.failed.append(str(exc))
         except KwhError:
@@ -459,10 +541,28 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
               rules: normalize.KernelRules, model_option: str | None, tags: dict[str, str]) -> BuiltRun:
     """The tables of run `run_id` from its exports, merged with `existing` (what the warehouse
     already holds of it, by table; empty for a new run)."""
+    members = _in_page_order(members)
+    meta, existing_run, gpu, model = _run_names(members, existing, model_option, tags)
+    tool = members[0].result.tool
+    if tool == "ncu":
+        tables, count, compute_capability = _profile_tables(members, existing, rules)
+    elif tool == "telemetry":
+        tables, count, compute_capability = _telemetry_tables(members, gpu or UNKNOWN_GPU)
+    else:
+        tables, count, compute_capability = _timeline_tables(members, rules)
+    return _finish_run(run_id, members, existing, tables, count, compute_capability, model_option, tags)
+
+
+def _in_page_order(members: list[_Source]) -> list[_Source]:
     # Where exports of one report overlap, the first kept wins: raw page in export units (most
     # digits), then raw in base units (--print-units base rounds), then details (two decimals).
-    members = sorted(members, key=lambda m: (normalize.PAGE_PRIORITY.get(m.result.page, 9),
-                                             m.result.base_units, str(m.result.path)))
+    return sorted(members, key=lambda m: (normalize.PAGE_PRIORITY.get(m.result.page, 9),
+                                          m.result.base_units, str(m.result.path)))
+
+
+def _run_names(members: list[_Source], existing: dict[str, pa.Table], model_option: str | None,
+               tags: dict[str, str]):
+    """(manifest metadata, the stored runs row or None, GPU or None, model) of a run."""
     meta = members[0].meta
     existing_run = existing["runs"].to_pylist()[0] if "runs" in existing else None
     gpu = next((m.result.gpu_name for m in members if m.result.gpu_name), None)
@@ -476,14 +576,25 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
         except InputError as exc:
             raise InputError(members[0].folder, f"{exc.message}; or name the model in manifest.json or with "
                                                 "--model") from None
-    tool = members[0].result.tool
-    if tool == "ncu":
-        tables, count, compute_capability = _profile_tables(members, existing, rules)
-    elif tool == "telemetry":
-        tables, count, compute_capability = _telemetry_tables(members, gpu or UNKNOWN_GPU)
-    else:
-        tables, count, compute_capability = _timeline_tables(members, rules)
+    return meta, existing_run, gpu, model
 
+
+def _finish_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table], tables: dict[str, pl.DataFrame],
+                count: int, compute_capability: str | None, model_option: str | None,
+                tags: dict[str, str]) -> BuiltRun:
+    """The runs row of a run whose other tables are built, and every table tagged with the run."""
+    built = _run_record(run_id, members, existing, tables.get("kernels"), count, compute_capability,
+                        model_option, tags)
+    built.tables.update({name: _tag(frame, run_id, built.model, built.gpu) for name, frame in tables.items()})
+    return built
+
+
+def _run_record(run_id: str, members: list[_Source], existing: dict[str, pa.Table], kernels: pl.DataFrame | None,
+                count: int, compute_capability: str | None, model_option: str | None,
+                tags: dict[str, str]) -> BuiltRun:
+    """A run with its runs row (its only table yet), model, GPU, files and summary."""
+    meta, existing_run, gpu, model = _run_names(members, existing, model_option, tags)
+    tool = members[0].result.tool
     files = sorted({stored_path(m.result.path): m.sha256 for m in members}.items())
     if existing_run:
         files = sorted(dict(zip(existing_run["source_files"], existing_run["source_sha256"]))
@@ -491,7 +602,7 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
     fields = meta.fields
     found = {k: v for m in reversed(members) for k, v in m.result.run_info.items() if v is not None}
     compute_capability = compute_capability or found.get("compute_capability") or fields.get("compute_capability")
-    sm_count = fields.get("sm_count") or found.get("sm_count") or _sm_count(tables.get("kernels"))
+    sm_count = fields.get("sm_count") or found.get("sm_count") or _sm_count(kernels)
     if gpu is None:
         gpu = unknown_gpu(compute_capability, sm_count)
     run_tags = {**meta.tags, **({k: v for k, v in existing_run["tags"]} if existing_run else {}), **tags}
@@ -509,8 +620,7 @@ def build_run(run_id: str, members: list[_Source], existing: dict[str, pa.Table]
         "source_sha256": [s for _, s in files], "kernel_count": count,
         "ingested_at": (existing_run or {}).get("ingested_at") or datetime.now(UTC).replace(tzinfo=None),
     }
-    tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow),
-              **{name: _tag(frame, run_id, model, gpu) for name, frame in tables.items()}}
+    tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow)}
     new_files = [IngestedFile(m.sha256, stored_path(m.result.path), m.result.format, m.size) for m in members]
     notes = []
     if model_option and meta.fields.get("model") and model_option != meta.fields["model"]:
@@ -707,15 +817,32 @@ def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.Dat
         frames.append(old.filter(pl.col("kernel_mangled").is_not_null())
                       .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
     for member in members:
-        launches = member.result.launches
-        if "kernel_mangled" in launches.columns:   # a reader that knows both spellings (.ncu-rep)
-            frames.append(launches.filter(pl.col("kernel_mangled").str.starts_with("_Z"))
-                          .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")))
-            launches = launches.drop("kernel_mangled")
-        frames.append(launches.drop("grid_dims", "block_dims").with_columns(
-            *_dims("grid", launches["grid_dims"]), *_dims("block", launches["block_dims"])))
-    allrows = pl.concat(frames, how="diagonal_relaxed").with_columns(
-        pl.col("kernel_name").str.starts_with("_Z").fill_null(False).alias("_mangled"))
+        frames.extend(_launch_frames(member.result.launches))
+    return _merged_launch_rows(_with_dims(pl.concat(frames, how="diagonal_relaxed")))
+
+
+def _launch_frames(launches: pl.DataFrame) -> list[pl.DataFrame]:
+    """An export's launch rows, and (from a reader that knows both spellings, .ncu-rep) its mangled
+    names as rows of their own, first."""
+    if "kernel_mangled" not in launches.columns:
+        return [launches]
+    return [launches.filter(pl.col("kernel_mangled").str.starts_with("_Z"))
+            .select("launch_id", pl.col("kernel_mangled").alias("kernel_name")),
+            launches.drop("kernel_mangled")]
+
+
+def _with_dims(rows: pl.DataFrame) -> pl.DataFrame:
+    """grid_dims and block_dims ("(96, 1, 1)") split into grid_x ... block_z (text, cast later),
+    on the rows that have them (stored rows already have the split columns)."""
+    dims = [*_dims("grid", rows["grid_dims"]), *_dims("block", rows["block_dims"])]
+    return rows.with_columns([pl.coalesce(pl.col(d.name), pl.lit(d)).alias(d.name) if d.name in rows.columns else d
+                              for d in dims]).drop("grid_dims", "block_dims")
+
+
+def _merged_launch_rows(allrows: pl.DataFrame) -> pl.DataFrame:
+    """_merge_launches' answer from the rows of every export concatenated (a launch's rows in
+    export order)."""
+    allrows = allrows.with_columns(pl.col("kernel_name").str.starts_with("_Z").fill_null(False).alias("_mangled"))
     if "_rank" not in allrows.columns:
         allrows = allrows.with_columns(pl.lit(None, dtype=pl.Int32).alias("_rank"))
     allrows = allrows.with_columns(pl.when(pl.col("_mangled")).then(NAME_MANGLED)
@@ -729,6 +856,74 @@ def _merge_launches(members: list[_Source], existing: pa.Table | None) -> pl.Dat
     # full join: a launch without any name (an empty Kernel Name cell) keeps its row; normalize
     # names it "(unnamed kernel)"
     return names.join(others, on="launch_id", how="full", coalesce=True).sort("launch_id")
+
+
+def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.KernelRules,
+                    model_option: str | None, tags: dict[str, str]) -> dict[str, BuiltRun]:
+    """build_run for several new runs of ncu exports in one vectorized pass: the rows of every run go
+    through each normalization step together (a launch id carries its run's position above
+    LAUNCH_BITS; steps whose answer is per run or per export group by normalize.BATCH_RUN or
+    BATCH_MEMBER), then the tables are cut back into runs. The rows equal build_run's, run by run."""
+    runs = [(run_id, _in_page_order(members)) for run_id, members in runs]
+    results = [(index, m.result) for index, (_, members) in enumerate(runs) for m in members]
+    run_of_export = np.array([index for index, _ in results], dtype=np.int64)
+
+    def per_row(frames: list[pl.DataFrame], values: np.ndarray, dtype=pl.Int64) -> pl.Series:
+        """values[i] repeated for every row of frames[i], the frames concatenated."""
+        return pl.Series(np.repeat(values, [f.height for f in frames]), dtype=dtype)
+
+    shift = run_of_export << LAUNCH_BITS
+    # The exports' metric rows, normalized by page: raw pages (section-less) skip the label map, and the
+    # pages go in PAGE_PRIORITY order, so the rows of one launch and metric keep build_run's order.
+    by_page: dict[int, list[int]] = {}
+    for number, (_, result) in enumerate(results):
+        by_page.setdefault(normalize.PAGE_PRIORITY.get(result.page, 9), []).append(number)
+    pages = []
+    for _, numbers in sorted(by_page.items()):
+        raw = [results[n][1].metrics for n in numbers]
+        metrics = pl.concat(raw, how="vertical_relaxed").with_columns(
+            pl.col("launch_id") + per_row(raw, shift[numbers]),
+            per_row(raw, np.array(numbers, dtype=np.int64)).alias(normalize.BATCH_MEMBER))
+        pages.append(normalize.normalize_batch_metrics(metrics, [results[n][1].page for n in numbers], raw))
+    metrics = normalize.merge_ordered_metrics(pl.concat(pages, how="vertical_relaxed"))
+
+    frames = [_launch_frames(r.launches) for _, r in results]
+    shifts = np.repeat(shift, [len(f) for f in frames])
+    frames = [f for of_export in frames for f in of_export]
+    launches = pl.concat(frames, how="diagonal_relaxed").with_columns(pl.col("launch_id") + per_row(frames, shifts))
+    launches = _merged_launch_rows(_with_dims(launches)).with_columns(
+        (pl.col("launch_id") // (1 << LAUNCH_BITS)).alias(normalize.BATCH_RUN))
+    kernels = kernel_rows(launches, metrics, rules)
+
+    raw = [r.rules for _, r in results]
+    rule_rows = _rule_rows(pl.concat(raw, how="vertical_relaxed").with_columns(
+        pl.col("launch_id") + per_row(raw, shift), per_row(raw, run_of_export).alias(normalize.BATCH_RUN))
+    ).unique(maintain_order=True)
+
+    kernels_of = kernels.partition_by(normalize.BATCH_RUN, as_dict=True, maintain_order=True)
+    built = {}
+    for index, (run_id, members) in enumerate(runs):
+        of_run = kernels_of.get((index,), kernels.clear())
+        built[run_id] = _run_record(run_id, members, {}, of_run, of_run.height,
+                                    of_run["compute_capability"].drop_nulls().first(), model_option, tags)
+    names = pl.DataFrame({normalize.BATCH_RUN: np.arange(len(runs), dtype=np.int64),
+                          "run_id": [run_id for run_id, _ in runs], "model": [b.model for b in built.values()],
+                          "gpu": [b.gpu for b in built.values()]})
+
+    def by_run(frame: pl.DataFrame) -> list[pa.Table]:
+        """The batch's rows of a table, tagged with their run, cut into one Arrow table per run."""
+        if normalize.BATCH_RUN not in frame.columns:
+            frame = frame.with_columns((pl.col("launch_id") // (1 << LAUNCH_BITS)).alias(normalize.BATCH_RUN))
+        frame = (frame.with_columns(pl.col("launch_id") % (1 << LAUNCH_BITS))
+                 .join(names, on=normalize.BATCH_RUN, how="left").sort(normalize.BATCH_RUN, maintain_order=True))
+        ends = np.cumsum(np.bincount(frame[normalize.BATCH_RUN].to_numpy(), minlength=len(runs)))
+        table = frame.drop(normalize.BATCH_RUN).to_arrow()
+        return [table.slice(end - length, length) for end, length in zip(ends, np.diff(ends, prepend=0))]
+
+    for name, frame in (("kernels", kernels), ("metrics", metrics), ("rules", rule_rows)):
+        for (_, one), table in zip(built.items(), by_run(frame)):
+            one.tables[name] = table
+    return built
 
 
 def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:

@@ -51,6 +51,9 @@ from kwarehouse.errors import KwhError, first_line
 # metrics per launch (queries/metric_lookup.sql) reads a few percent of the table, not all of it.
 CLUSTER_ORDER = {"metrics": ("metric", "run_id", "launch_id")}
 CLUSTERED_ROW_GROUP_ROWS = 16_384
+# Ingest writes Parquet with a fast codec (writing zstd cost more than normalizing a run); kwh compact
+# rewrites partitions with zstd, which is smaller on disk.
+INGEST_COMPRESSION = "snappy"
 # kwh compact streams each partition through chunks of at most this many rows (sorted per chunk for
 # clustered tables), so its memory does not grow with the partition.
 COMPACT_CHUNK_ROWS = 1_000_000
@@ -78,6 +81,8 @@ class StagedRun:
     txn: str
     files: tuple[tuple[str, str], ...]   # (path relative to the staging folder of txn, table)
     stage_dir: str = ""                  # the staging folder of txn (absolute)
+    # files that hold rows of several runs staged together (stage_runs): (path, table, their run ids)
+    shared: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -492,6 +497,27 @@ class Warehouse:
             staged.append((relative.as_posix(), name))
         return StagedRun(run_id, model, gpu, txn, tuple(staged), str(stage))
 
+    def stage_runs(self, runs: list[tuple[str, str, str, dict[str, pa.Table]]]) -> list[StagedRun]:
+        """stage_run for several runs, (run_id, model, gpu, tables) each, with one Parquet file per
+        table and partition: the first StagedRun carries the files (`shared`), all of them commit
+        together in one commit_many."""
+        if self.session_dir is None:
+            raise KwhError("internal: stage_runs outside a writer session")
+        txn = uuid.uuid4().hex[:12]
+        stage = self.session_dir / txn
+        parts: dict[tuple[str, str, str], list[tuple[str, pa.Table]]] = {}
+        for run_id, model, gpu, tables in runs:
+            for name, table in tables.items():
+                parts.setdefault((name, model, gpu), []).append((run_id, schema.conform(name, table)))
+        shared = []
+        for number, ((name, model, gpu), of_runs) in enumerate(parts.items()):
+            relative = (Path(name) / f"model={partition_value(model)}" / f"gpu={partition_value(gpu)}"
+                        / f"batch-{txn}-{number}.parquet")
+            relative = self._stage(stage, relative, name, pa.concat_tables([t for _, t in of_runs]))
+            shared.append((relative.as_posix(), name, tuple(sorted({run_id for run_id, _ in of_runs}))))
+        return [StagedRun(run_id, model, gpu, txn, (), str(stage), tuple(shared) if number == 0 else ())
+                for number, (run_id, model, gpu, _) in enumerate(runs)]
+
     def discard_staged(self, staged: StagedRun) -> None:
         shutil.rmtree(staged.stage_dir, ignore_errors=True)
 
@@ -511,7 +537,9 @@ class Warehouse:
         replaced = {staged.run_id for staged, _ in batch} | set(supersedes)
         moves: list[tuple[Path, Path, str, tuple[str, ...]]] = [   # staged, relative, table, runs
             (Path(staged.stage_dir) / relative, Path(relative), name, (staged.run_id,))
-            for staged, _ in batch for relative, name in staged.files]
+            for staged, _ in batch for relative, name in staged.files] + [
+            (Path(staged.stage_dir) / relative, Path(relative), name, runs)
+            for staged, _ in batch for relative, name, runs in staged.shared]
         txn = uuid.uuid4().hex[:12]
         stage = (self.session_dir or self.staging) / txn
         # Files these runs share with other runs (after kwh compact) are rewritten without their rows.
@@ -601,7 +629,7 @@ class Warehouse:
         table = table.select(spec.file_schema.names)
         if _same_columns(table.schema, spec.file_schema):
             relative = relative.with_name(f"{relative.stem}.{current_schema_mark(name)}.parquet")
-        _write_parquet(stage / relative, name, [table], table.schema)
+        _write_parquet(stage / relative, name, [table], table.schema, INGEST_COMPRESSION)
         return relative
 
     def _stage_chunks(self, stage: Path, relative: Path, name: str, chunks) -> Path:
@@ -927,12 +955,12 @@ def current_schema_mark(table: str) -> str:
     return "s" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema) -> None:
-    """Write `tables` (an iterable) into one zstd Parquet file; clustered tables (CLUSTER_ORDER) are
-    sorted per table and cut into small row groups."""
+def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema, compression: str = "zstd") -> None:
+    """Write `tables` (an iterable) into one Parquet file (zstd unless told); clustered tables
+    (CLUSTER_ORDER) are sorted per table and cut into small row groups."""
     order = CLUSTER_ORDER.get(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with pq.ParquetWriter(path, file_schema, compression="zstd") as writer:
+    with pq.ParquetWriter(path, file_schema, compression=compression) as writer:
         for table in tables:
             if order:
                 table = table.sort_by([(column, "ascending") for column in order])

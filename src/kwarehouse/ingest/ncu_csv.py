@@ -74,20 +74,22 @@ class NcuTable:
     """The CSV table of a page: all cells as text, and the file line of each row (1-based)."""
 
     frame: pl.DataFrame
-    row_lines: list[int]
+    row_lines: list[int] | range
     header_line: int
 
 
 def read_table(path: Path) -> NcuTable:
     """Parse the CSV table of an ncu export, every cell as text (None where a row was short)."""
     try:
-        base.refuse_oversized(path)
+        size = path.stat().st_size
+        base.refuse_oversized(path, size)
         # One bounded pass first: a giant line (garbage after a valid header) is refused before the
-        # file is read into memory.
-        scan = base.scan_lines(path, stop_above=MAX_LINE_BYTES)
-        if scan.longest > MAX_LINE_BYTES:
-            raise InputError(path, f"a {scan.longest >> 20} MB line; no ncu export has rows like it "
-                             "(corrupt file, or not an ncu CSV)", line=scan.longest_line)
+        # file is read into memory. A file no longer than the limit cannot hold such a line.
+        if size > MAX_LINE_BYTES:
+            scan = base.scan_lines(path, stop_above=MAX_LINE_BYTES)
+            if scan.longest > MAX_LINE_BYTES:
+                raise InputError(path, f"a {scan.longest >> 20} MB line; no ncu export has rows like it "
+                                 "(corrupt file, or not an ncu CSV)", line=scan.longest_line)
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
@@ -101,6 +103,11 @@ def read_table(path: Path) -> NcuTable:
     header_line = data.count(b"\n", 0, start) + 1
     table = data[start:]
     del data
+    if _clean(table):
+        # The usual file: rows only, every line ended. The table is parsed as it is and a row's file
+        # line is its index past the header (no list of lines is built).
+        line_numbers = range(header_line, header_line + table.count(b"\n"))
+        return NcuTable(_parse(path, table, line_numbers, header_line), line_numbers[1:], header_line)
     lines = table.split(b"\n")
     line_numbers = list(range(header_line, header_line + len(lines)))
     kept = [i for i, line in enumerate(lines) if line.strip() and not _TOOL_LINE.match(line)]
@@ -121,6 +128,27 @@ def read_table(path: Path) -> NcuTable:
         body = b"\n".join(lines[i] for i in kept)
     line_numbers = [line_numbers[i] for i in kept]
     del lines, table
+    return NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+
+
+# A line that holds nothing but blanks (the slow path drops such lines, and ncu's log lines).
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+
+
+def _clean(table: bytes) -> bool:
+    """Whether the table (header onwards) is rows only: no ncu log line, no blank line, and its last
+    row ended and closed as a complete ncu row ends; anything else takes the line-by-line path,
+    which finds and words what is wrong."""
+    if not table.endswith(b"\n") or b"\n==" in table or _BLANK_LINE.search(table):
+        return False
+    end = len(table) - 1
+    last = table[table.rfind(b"\n", 0, end) + 1:end].rstrip(b"\r")
+    return last.strip() != b"" and (last.endswith(b'"') or last.endswith(b","))
+
+
+def _parse(path: Path, body: bytes, line_numbers, header_line: int) -> pl.DataFrame:
+    """The rows of `body` as text cells; a parse failure names its file line (line_numbers[i] is the
+    file line of the body's i-th line)."""
     try:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
@@ -133,7 +161,7 @@ def read_table(path: Path) -> NcuTable:
                          line=line) from exc
     if len(set(frame.columns)) != len(frame.columns):
         raise InputError(path, "header repeats a column name; not an ncu CSV export", line=header_line)
-    return NcuTable(frame, line_numbers[1:], header_line)
+    return frame
 
 
 def _fields(line: bytes) -> int:

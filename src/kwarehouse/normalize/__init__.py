@@ -103,14 +103,26 @@ def canonical_metric_names(metrics: pl.DataFrame) -> pl.DataFrame:
     """Rename metrics to their canonical names; the name as exported stays in source_metric.
     Metrics the catalog does not know keep their own name."""
     source = pl.col("source_metric") if "source_metric" in metrics.columns else pl.col("metric")
-    renamed = metrics.with_columns(source.alias("source_metric")).with_columns(
-        pl.col("source_metric").replace(metric_aliases()).alias("metric"))
+    metrics = metrics.with_columns(source.alias("source_metric"))
+    # only the names present that the catalog renames (few: a page has ~900 distinct names)
+    aliases = metric_aliases()
+    renames = {name: aliases[name] for name in metrics["source_metric"].unique().drop_nulls().to_list()
+               if aliases.get(name, name) != name}
+    if not renames:
+        return metrics.with_columns(pl.col("source_metric").alias("metric"))
+    renamed = metrics.with_columns(pl.col("source_metric").replace(renames).alias("metric"))
     # An export that has both names of a metric keeps both: the alias stays under its own name.
+    # (per launch of one export: a batch of several exports numbers them in BATCH_MEMBER)
+    scope = ["launch_id", BATCH_MEMBER] if BATCH_MEMBER in metrics.columns else "launch_id"
     clash = (pl.col("metric") != pl.col("source_metric")) & (
-        pl.col("metric").is_in(pl.col("source_metric").implode()).over("launch_id"))
+        pl.col("metric").is_in(pl.col("source_metric").implode()).over(scope))
     return renamed.with_columns(pl.when(clash).then(pl.col("source_metric")).otherwise(pl.col("metric"))
                                 .alias("metric"))
 
+
+# Several runs normalized in one pass (pipeline's batches) carry which run and which export a row
+# came from in these columns; steps whose answer is per run or per export group by them.
+BATCH_RUN, BATCH_MEMBER = "_batch_run", "_batch_member"
 
 SOURCE_STEPS = (map_metric_labels, to_base_units, canonical_metric_names)
 METRIC_COLUMNS = ("launch_id", "section", "metric", "source_metric", "label", "unit", "value",
@@ -144,6 +156,41 @@ def merge_metrics(frames: list[pl.DataFrame]) -> pl.DataFrame:
                           pl.coalesce("label", "_label").alias("label"))
             .select(*METRIC_COLUMNS)
             .sort("launch_id", "metric"))
+
+
+def normalize_batch_metrics(metrics: pl.DataFrame, pages: list[str], frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """normalize_source_metrics for the metric rows of several exports concatenated (`frames`, of pages
+    `pages`; their rows numbered by export in BATCH_MEMBER). Rows without a section (raw pages) have
+    no display label to map."""
+    if metrics["section"].null_count() == metrics.height:
+        metrics = metrics.with_columns(pl.lit(None, dtype=pl.String).alias("label"))
+    else:
+        metrics = map_metric_labels(metrics)
+    for step in SOURCE_STEPS[1:]:
+        metrics = step(metrics)
+    if len(set(pages)) == 1:
+        page = pl.lit(pages[0], dtype=pl.String)
+    else:
+        page = pl.Series([p for p, f in zip(pages, frames) for _ in range(f.height)], dtype=pl.String)
+    return metrics.with_columns(page.alias("source_page")).select(*METRIC_COLUMNS)
+
+
+def merge_ordered_metrics(allrows: pl.DataFrame) -> pl.DataFrame:
+    """merge_metrics for rows whose exports already come in PAGE_PRIORITY order (each launch's and
+    metric's rows in build_run's order), without sorting anything; the answer's row order is not
+    defined (the Parquet writer orders the rows)."""
+    best = allrows.unique(["launch_id", "metric"], keep="first")
+    sectioned = allrows.filter(pl.col("section").is_not_null())
+    if sectioned.height == 0:
+        return best.select(*METRIC_COLUMNS)
+    generic = pl.col("section") == COMMAND_LINE_SECTION
+    described = (pl.concat([sectioned.filter(~generic), sectioned.filter(generic)])
+                 .unique(["launch_id", "metric"], keep="first")
+                 .select("launch_id", "metric", pl.col("section").alias("_section"), pl.col("label").alias("_label")))
+    return (best.join(described, on=["launch_id", "metric"], how="left")
+            .with_columns(pl.coalesce("_section", "section").alias("section"),
+                          pl.coalesce("label", "_label").alias("label"))
+            .select(*METRIC_COLUMNS))
 
 
 def wide_metrics(metrics: pl.DataFrame, names: list[str]) -> pl.DataFrame:
@@ -278,16 +325,19 @@ def classify_op_class(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame
     """op_class from op_class_rules.csv, ONE per kernel identity in the run: the rules see the identity's
     name and its most common framework op (with that op's most common NVTX path) over the run's launches,
     so a generic kernel launched under two ops gets one class (framework_op stays per launch)."""
-    key = ["kernel_id"]
+    key = ["kernel_id", *([BATCH_RUN] if BATCH_RUN in kernels.columns else [])]
     op = _most_common(kernels, key, "framework_op")
     path = _most_common(kernels.join(op, on=[*key, "framework_op"], how="semi", nulls_equal=True),
                         key, "nvtx_path")
     names = kernels.group_by(key).agg(pl.col("kernel_base").min(), pl.col("kernel_signature").min(),
                                       pl.col("kernel_name").min())
     identities = names.join(op, on=key, how="left").join(path, on=key, how="left")
-    labels = identities.with_columns(pl.Series("op_class", [classify.classify(rules.op_class, row)
-                                                            for row in identities.iter_rows(named=True)],
-                                               dtype=pl.String)).select(*key, "op_class")
+    fields = [c for c in identities.columns if c not in key]
+    distinct = identities.select(fields).unique()    # runs of one batch share most identities
+    distinct = distinct.with_columns(pl.Series("op_class", [classify.classify(rules.op_class, row)
+                                                            for row in distinct.iter_rows(named=True)],
+                                               dtype=pl.String))
+    labels = identities.join(distinct, on=fields, how="left", nulls_equal=True).select(*key, "op_class")
     return kernels.drop("op_class", strict=False).join(labels, on=key, how="left")
 
 
@@ -336,7 +386,7 @@ def op_shape_flops(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
     instance = pl.coalesce(pl.col("framework_op_id"), -1 - pl.col("_order").cast(pl.Int64))
     main = candidate & (pl.col("_order") == pl.col("_order").sort_by(
         pl.when(candidate).then(duration.cast(pl.Float64).fill_null(0)), descending=True, nulls_last=True)
-        .first().over(instance))
+        .first().over([instance, *([BATCH_RUN] if BATCH_RUN in frame.columns else [])]))
     math_dtype = pl.col("math_dtype") if "math_dtype" in frame.columns else pl.lit(classify.UNKNOWN)
     return frame.with_columns(
         pl.when(main).then(pl.col("_flops")).alias("shape_flops"),
