@@ -30,6 +30,7 @@ NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_STA
 # NVTX_EVENTS.eventType values (nsys ENUM_NSYS_EVENT_TYPE): push/pop and start/end ranges, domain names.
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
+ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 PID_MASK = 0xFFFFFFFFFF000000   # globalTid -> its process's globalPid
 COPY_KINDS = {1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device", 10: "Peer-to-Peer",
               9: "Host-to-Host"}
@@ -98,8 +99,7 @@ class NsysSqlite:
 
     def _read(self, path: Path, con: sqlite3.Connection) -> ReadResult:
         tables = _Tables(con)
-        activity_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                       "CUPTI_ACTIVITY_KIND_MEMSET") if t in tables]
+        activity_tables = [t for t in ACTIVITY_TABLES if t in tables]
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             raise InputError(path, "no CUDA kernel activity in this nsys export (no CUPTI_ACTIVITY_KIND_KERNEL "
                              "table); profile with nsys profile --trace=cuda")
@@ -270,9 +270,11 @@ def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> 
             row.pop("_global_pid", None)
         return
     calls: dict[tuple, tuple[int, int]] = {}
+    # only the calls that launched an activity read here (the runtime table holds every CUDA call)
+    launched = " UNION ".join(f"SELECT correlationId FROM {table}" for table in ACTIVITY_TABLES if table in tables)
     for correlation, tid, start in con.execute(
             "SELECT correlationId, globalTid, min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-            "WHERE correlationId IS NOT NULL GROUP BY correlationId, globalTid"):
+            f"WHERE correlationId IN ({launched}) GROUP BY correlationId, globalTid"):
         key = (correlation, tid & PID_MASK if tid is not None else None)
         if key not in calls or start < calls[key][1]:
             calls[key] = (tid, start)
@@ -299,6 +301,7 @@ def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> 
         call = calls.get((row["correlation_id"], global_pid))
         if call is not None and call[0] in ranges:
             wanted.setdefault(call[0], []).append((call[1], row))
+    contexts: dict[tuple, nvtx.OpContext] = {}
     for tid, queries in wanted.items():
         spans = sorted(ranges[tid], key=lambda s: (s[0], -s[1]))
         stack: list[tuple] = []
@@ -308,7 +311,10 @@ def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> 
                 stack.append(spans[i])
                 i += 1
             stack = [s for s in stack if s[1] >= moment]
-            context = nvtx.context_of_ranges([s[2] for s in stack])
+            names = tuple(s[2] for s in stack)
+            context = contexts.get(names)
+            if context is None:     # the same stacks recur launch after launch: parse each once
+                context = contexts[names] = nvtx.context_of_ranges(list(names))
             row.update(framework_op=context.framework_op, framework_op_id=context.framework_op_id,
                        op_shapes=context.op_shapes,
                        nvtx_path=context.nvtx_path, nvtx_range=context.nvtx_range)
