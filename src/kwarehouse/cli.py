@@ -8,28 +8,44 @@ import functools
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from kwarehouse import diff as diff_lib
-from kwarehouse import export as export_lib
-from kwarehouse import nightly as nightly_lib
-from kwarehouse import pipeline
-from kwarehouse import report as report_lib
-from kwarehouse import rollup as rollup_lib
-from kwarehouse import views as views_lib
-from kwarehouse.collect.command import parse_tags
+# Only click and the standard library at the top: each command imports the library it runs (kwh --help
+# and the fast read path of kwh sql / kwh query must not load SQLAlchemy, polars or pyarrow;
+# tests/test_startup.py checks it).
 from kwarehouse.errors import KwhError, first_line
-from kwarehouse.store import Warehouse
-from kwarehouse.summary import fix_first, kernel_list, replay_note, replay_only, summary_tables
 
+if TYPE_CHECKING:
+    from kwarehouse.store import Warehouse
 
 # kwh --wide: table cells are never cut
 WIDE = False
 
 
+class LazyCommand(click.Command):
+    """A subcommand whose module is imported only when it runs or shows its own help (kwh --help
+    lists it by `short_help`)."""
+
+    def __init__(self, name: str, module: str, attribute: str, short_help: str):
+        super().__init__(name, short_help=short_help)
+        self.target = (module, attribute)
+
+    def load(self) -> click.Command:
+        import importlib
+        module, attribute = self.target
+        return getattr(importlib.import_module(module), attribute)
+
+
 class KwhGroup(click.Group):
     """Turns every KwhError into `Error: ...` on one line and exit status 1."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, LazyCommand):
+            command = command.load()
+        return name, command, rest
 
     def invoke(self, ctx):
         try:
@@ -49,9 +65,6 @@ def _storage_error(exc: Exception) -> str | None:
     """One line for the failures of the machine and the storage underneath (the disk, a file that
     vanished, the catalog database, DuckDB, Parquet), which say that a file or the disk is in
     trouble, not that kwh has a bug; None for anything else."""
-    import duckdb
-    import pyarrow as pa
-    import sqlalchemy as sa
     text = first_line(exc)
     full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
     if full or "No space left" in text or "disk is full" in text:
@@ -62,10 +75,13 @@ def _storage_error(exc: Exception) -> str | None:
         return f"{exc.filename or text}: a committed Parquet file is missing; run kwh check --repair"
     if isinstance(exc, OSError):
         return f"{exc.filename or 'kwh'}: {exc.strerror or text}"
-    if isinstance(exc, sa.exc.DatabaseError):
+    # (an exception of a library comes only from a library that is loaded: none is imported here)
+    sa = sys.modules.get("sqlalchemy")
+    if sa is not None and isinstance(exc, sa.exc.DatabaseError):
         from kwarehouse.store import _database_error
         return str(_database_error("the catalog", exc))
-    if isinstance(exc, (duckdb.Error, pa.ArrowException)):
+    duckdb, pa = sys.modules.get("duckdb"), sys.modules.get("pyarrow")
+    if (duckdb is not None and isinstance(exc, duckdb.Error)) or (pa is not None and isinstance(exc, pa.ArrowException)):
         return f"{text}: a warehouse file cannot be read (damaged?); run kwh check, then kwh check --repair"
     return None
 
@@ -92,7 +108,42 @@ def main(ctx, warehouse: Path, catalog: str | None, wait: float | None, wide: bo
     """
     global WIDE
     WIDE = wide
-    ctx.obj = Warehouse(warehouse, catalog, wait=wait)
+    ctx.obj = WarehouseArgs(warehouse, catalog, wait)
+
+
+class WarehouseArgs:
+    """--warehouse, --catalog and --wait; the Warehouse itself is made when a command asks for it
+    (kwarehouse.store loads duckdb, pyarrow and SQLAlchemy)."""
+
+    def __init__(self, root: Path, catalog_url: str | None, wait: float | None):
+        self.root = Path(root).absolute()
+        self.catalog_url = catalog_url
+        self.wait = wait
+        self._warehouse = None
+
+    def open(self):
+        """The Warehouse (one per command)."""
+        if self._warehouse is None:
+            from kwarehouse.store import Warehouse
+            self._warehouse = Warehouse(self.root, self.catalog_url, wait=self.wait)
+        return self._warehouse
+
+    def connect_fast(self):
+        """fast_read.connect on the default catalog (None for a --catalog URL, or whenever the full
+        path must decide)."""
+        if self.catalog_url:
+            return None
+        from kwarehouse import fast_read
+        return fast_read.connect(self.root)
+
+
+def pass_warehouse(command):
+    """Like click.pass_obj, with the Warehouse of --warehouse/--catalog/--wait as the first argument."""
+    @click.pass_context
+    @functools.wraps(command)
+    def wrapper(ctx, *args, **kwargs):
+        return command(ctx.obj.open(), *args, **kwargs)
+    return wrapper
 
 
 def warehouse_options(command):
@@ -107,9 +158,9 @@ def warehouse_options(command):
     def wrapper(*args, sub_warehouse=None, sub_catalog=None, sub_wait=None, **kwargs):
         if sub_warehouse is not None or sub_catalog is not None or sub_wait is not None:
             ctx = click.get_current_context()
-            base: Warehouse = ctx.obj
-            ctx.obj = Warehouse(sub_warehouse or base.root, sub_catalog or base.catalog_url,
-                                wait=sub_wait if sub_wait is not None else base.wait)
+            base: WarehouseArgs = ctx.obj
+            ctx.obj = WarehouseArgs(sub_warehouse or base.root, sub_catalog or base.catalog_url,
+                                    sub_wait if sub_wait is not None else base.wait)
         return command(*args, **kwargs)
     return wrapper
 
@@ -140,7 +191,7 @@ def _iso_date(value: str | None, param) -> str | None:
 @click.option("--spark-master", metavar="URL", envvar="KWH_SPARK_MASTER",
               help="With --engine spark: the cluster's master URL (default local[JOBS]); the warehouse "
                    "and sources must be paths every executor reaches.")
-@click.pass_obj
+@pass_warehouse
 def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engine, spark_master):
     """Ingest profiler exports (files or folders, searched recursively).
 
@@ -155,6 +206,8 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
       kwh ingest --jobs 2 fleet/
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
+    from kwarehouse import pipeline
+    from kwarehouse.collect.command import parse_tags
     tag_map = parse_tags(tags)
     if gpu is not None:
         tag_map["gpu"] = gpu
@@ -242,6 +295,18 @@ def _require_warehouse(warehouse: Warehouse) -> None:
                        "(or pass --warehouse / set KWH_WAREHOUSE)")
 
 
+def _connect(args: WarehouseArgs):
+    """A DuckDB connection over the warehouse: warehouse.duckdb attached read-only when the catalog
+    says it is current (fast_read: no SQLAlchemy, polars or pyarrow is loaded), else the full path
+    (Warehouse.connect: rebuilds a stale file, warns about missing files, reads PostgreSQL catalogs)."""
+    con = args.connect_fast()
+    if con is not None:
+        return con
+    warehouse = args.open()
+    _require_warehouse(warehouse)
+    return warehouse.connect()
+
+
 def _run_sql(con, query: str):
     import duckdb
     try:
@@ -264,7 +329,7 @@ def _run_sql(con, query: str):
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
-def sql(warehouse: Warehouse, query, path, fmt):
+def sql(args: WarehouseArgs, query, path, fmt):
     """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt
     (line editing, history, Ctrl-C, .tables/.schema/.mode/.help), or reads a script from a pipe.
 
@@ -276,10 +341,9 @@ def sql(warehouse: Warehouse, query, path, fmt):
       kwh sql --csv "SELECT * FROM kernels WHERE model = 'gpt2'" > gpt2.csv
       kwh sql -f queries/most_popular_kernels.sql
     """
-    _require_warehouse(warehouse)
     if query and path:
         raise click.UsageError("give a QUERY or --file, not both")
-    con = warehouse.connect()
+    con = _connect(args)
     if path:
         query = path.read_text(encoding="utf-8")
     if query:
@@ -296,7 +360,7 @@ def sql(warehouse: Warehouse, query, path, fmt):
 @main.command()
 @warehouse_options
 @click.option("--top", default=10, show_default=True, help="How many kernels to list.")
-@click.pass_obj
+@pass_warehouse
 def summary(warehouse: Warehouse, top):
     """Print kernels per model and the top kernels by GPU time.
 
@@ -304,6 +368,7 @@ def summary(warehouse: Warehouse, top):
     Example:
       kwh summary --top 20
     """
+    from kwarehouse.summary import fix_first, replay_note, replay_only, summary_tables
     _require_warehouse(warehouse)
     (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
@@ -326,7 +391,7 @@ def summary(warehouse: Warehouse, top):
 @click.option("--limit", default=50, show_default=True, help="How many kernels to list.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
-@click.pass_obj
+@pass_warehouse
 def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
     """List kernels by identity (kernel_id) with library, op class and share of real GPU time.
 
@@ -341,6 +406,7 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
       kwh kernels --unclassified
       kwh kernels --model llama --limit 20 --csv > llama-kernels.csv
     """
+    from kwarehouse.summary import kernel_list, replay_note, replay_only
     _require_warehouse(warehouse)
     columns, found = kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit)
     _print_rows(columns, found, fmt or "table")
@@ -351,7 +417,7 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
 
 @main.command()
 @warehouse_options
-@click.pass_obj
+@pass_warehouse
 def renormalize(warehouse: Warehouse):
     """Re-apply normalization to every run already in the warehouse.
 
@@ -363,6 +429,7 @@ def renormalize(warehouse: Warehouse):
     Example:
       kwh renormalize
     """
+    from kwarehouse import pipeline
     _require_warehouse(warehouse)
     report = pipeline.renormalize(warehouse)
     for line in report.repairs:
@@ -388,6 +455,7 @@ def views(ctx, dialect):
       kwh views show bottleneck_class
       kwh views --dialect spark > views-spark.sql
     """
+    from kwarehouse import views as views_lib
     if ctx.invoked_subcommand is not None:
         return
     if dialect == "spark":
@@ -410,6 +478,7 @@ def views_show(name, dialect):
       kwh views show roofline
       kwh views show roofline --dialect spark
     """
+    from kwarehouse import views as views_lib
     view = views_lib.view_named(name)
     if dialect == "spark":
         click.echo(_spark().views_script([view.name]), nl=False)
@@ -432,7 +501,7 @@ def _spark():
 @click.option("--cores", default=2, show_default=True, type=click.IntRange(min=1), help="Spark local[N] cores.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
-@click.pass_obj
+@pass_warehouse
 def spark_sql(warehouse: Warehouse, query, path, from_duckdb, cores, fmt):
     """Run one Spark SQL query over the warehouse on a local Spark (tables and views registered).
 
@@ -462,7 +531,7 @@ def spark_sql(warehouse: Warehouse, query, path, from_duckdb, cores, fmt):
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
 @click.pass_obj
-def query(warehouse: Warehouse, name, condition, limit, fmt):
+def query(args: WarehouseArgs, name, condition, limit, fmt):
     """Run one analytics view (kwh views lists them) or table, optionally filtered and limited.
 
     \b
@@ -472,22 +541,26 @@ def query(warehouse: Warehouse, name, condition, limit, fmt):
       kwh query runs --where "tool = 'torch'"
     """
     from kwarehouse import schema
-    tables = [*schema.tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks"]
+    from kwarehouse import views as views_lib
+    tables = [*schema.table_names(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks"]
     target = name if name in tables else views_lib.view_named(name, also=tables).name
-    _require_warehouse(warehouse)
-    _print_rows(*_run_sql(warehouse.connect(), views_lib.select_from(target, condition, limit, check=False)),
-                fmt or "table")
+    con = _connect(args)
+    _print_rows(*_run_sql(con, views_lib.select_from(target, condition, limit, check=False)), fmt or "table")
+
+
+# kwarehouse.export.FORMATS (a test keeps them equal; importing export loads duckdb)
+EXPORT_FORMATS = ("csv", "parquet", "json", "jsonl")
 
 
 @main.command()
 @warehouse_options
 @click.argument("source")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="File to write.")
-@click.option("--format", "fmt", type=click.Choice(export_lib.FORMATS),
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS),
               help="csv, parquet, json (an array) or jsonl (a record a line); default: from the output's extension.")
 @click.option("--where", "condition", metavar="SQL", help="Filter rows.")
 @click.option("--columns", metavar="A,B,...", help="Columns to write, in this order (default: all, in the view's order).")
-@click.pass_obj
+@pass_warehouse
 def export(warehouse: Warehouse, source, output, fmt, condition, columns):
     """Write a view, table, .sql file or query to CSV (or Parquet, JSON) for design reviews.
 
@@ -500,6 +573,7 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
       kwh export bottleneck_class -o llama.csv --where "model = 'llama'" --columns kernel_base,bottleneck,duration_ns
       kwh export "SELECT * FROM kernels" -o kernels.parquet
     """
+    from kwarehouse import export as export_lib
     _require_warehouse(warehouse)
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     count = export_lib.export(warehouse, source, output, fmt=export_lib.format_for(output, fmt), where=condition,
@@ -523,7 +597,7 @@ REGRESSION_EXIT = 3
 @click.option("--all", "show_all", is_flag=True, help="List unchanged kernels too.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
-@click.pass_obj
+@pass_warehouse
 def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_share, show_all, fmt):
     """Compare two runs (or sets of runs): kernels slower, faster, new, gone or with a new bottleneck.
 
@@ -537,6 +611,7 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
       kwh diff 3fe0084c 9a1b22f0
       kwh diff model=gpt2,date=2026-11-22 model=gpt2,date=2026-11-23 --fail-above 5
     """
+    from kwarehouse import diff as diff_lib
     _require_warehouse(warehouse)
     result = diff_lib.diff(warehouse, baseline, candidate, threshold)
     total = result.total_delta_pct
@@ -555,7 +630,7 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
 @main.command()
 @warehouse_options
 @click.option("--full", is_flag=True, help="Recompute every day from scratch (same result as incremental).")
-@click.pass_obj
+@pass_warehouse
 def rollup(warehouse: Warehouse, full):
     """Materialize the daily rollups (rollup_kernels_daily, rollup_libraries_daily).
 
@@ -566,6 +641,7 @@ def rollup(warehouse: Warehouse, full):
       kwh rollup
       kwh rollup --full
     """
+    from kwarehouse import rollup as rollup_lib
     _require_warehouse(warehouse)
     report = rollup_lib.rollup(warehouse, full=full)
     for line in report.repairs:
@@ -576,7 +652,7 @@ def rollup(warehouse: Warehouse, full):
 
 @main.command()
 @warehouse_options
-@click.pass_obj
+@pass_warehouse
 def compact(warehouse: Warehouse):
     """Merge each partition's Parquet files into one; query results do not change.
 
@@ -587,6 +663,7 @@ def compact(warehouse: Warehouse):
     Example:
       kwh compact
     """
+    from kwarehouse import pipeline
     _require_warehouse(warehouse)
     merged = pipeline.compact(warehouse)
     click.echo(f"compacted {len(merged)} partition(s)")
@@ -597,7 +674,7 @@ def compact(warehouse: Warehouse):
 @click.argument("drop", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--settle", default=60.0, show_default=True, type=click.FloatRange(min=0), metavar="SECONDS",
               help="Leave files modified in the last SECONDS for the next run (they may still be copying).")
-@click.pass_obj
+@pass_warehouse
 def nightly(warehouse: Warehouse, drop, settle):
     """The scheduled job: ingest DROP folder(s), roll up the touched days, compact; one summary line.
 
@@ -608,6 +685,7 @@ def nightly(warehouse: Warehouse, drop, settle):
     Example:
       kwh --warehouse /data/kwh nightly /data/drop
     """
+    from kwarehouse import nightly as nightly_lib
     report = nightly_lib.nightly(warehouse, list(drop), settle_seconds=settle)
     for line in report.ingest.repairs:
         click.echo(f"Repaired: {line}", err=True)
@@ -624,7 +702,7 @@ def nightly(warehouse: Warehouse, drop, settle):
                                              "(and say which sources to ingest again). Never deletes unknown files.")
 @click.option("--quick", is_flag=True, help="Read each Parquet file's footer only, not every page (faster on "
                                             "large warehouses; misses damaged data pages).")
-@click.pass_obj
+@pass_warehouse
 def check(warehouse: Warehouse, repair, quick):
     """Check that the catalog, the Parquet files and warehouse.duckdb agree; one line per problem.
 
@@ -657,7 +735,7 @@ def check(warehouse: Warehouse, repair, quick):
 @click.option("--gpu", help="Only this GPU.")
 @click.option("--since", metavar="YYYY-MM-DD", callback=lambda ctx, param, value: _iso_date(value, param),
               help="Only runs of this day or later.")
-@click.pass_obj
+@pass_warehouse
 def report(warehouse: Warehouse, output, model, gpu, since):
     """Write a self-contained HTML report: roofline, popularity, shares, stalls, bottlenecks, trends.
 
@@ -668,6 +746,7 @@ def report(warehouse: Warehouse, output, model, gpu, since):
       kwh report -o report.html
       kwh report -o llama.html --model llama --since 2026-11-01
     """
+    from kwarehouse import report as report_lib
     _require_warehouse(warehouse)
     text = report_lib.build(warehouse, report_lib.Filters(model, gpu, since))
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -677,9 +756,9 @@ def report(warehouse: Warehouse, output, model, gpu, since):
 
 # kwh profile lives in kwarehouse.collect.command: it needs only click and the standard library, so a GPU
 # machine without the warehouse's dependencies runs the same command as `python3 -m kwarehouse.collect`.
-from kwarehouse.collect.command import profile as _profile_command  # noqa: E402
-
-main.add_command(_profile_command)
+# Loaded when it runs (its help is built from presets.toml): kwh --help lists it by PROFILE_SHORT_HELP.
+PROFILE_SHORT_HELP = "Profile a command's hot kernels with ncu: a discovery..."
+main.add_command(LazyCommand("profile", "kwarehouse.collect.command", "profile", PROFILE_SHORT_HELP))
 
 
 @main.command("hot-kernels")
@@ -692,7 +771,7 @@ main.add_command(_profile_command)
 @click.option("--regex-only", is_flag=True, help="Print only the regex (one line per model with --per-model).")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
-@click.pass_obj
+@pass_warehouse
 def hot_kernels(warehouse: Warehouse, models, top, cover_pct, per_model, regex_only, fmt):
     """The kernel functions with the most GPU time (fleet popularity, or --model's kernels) and the
     ncu kernel-name regex that profiles them, as kwh profile builds it from a discovery pass.
@@ -717,3 +796,7 @@ def hot_kernels(warehouse: Warehouse, models, top, cover_pct, per_model, regex_o
     for model, chosen in found.selections.items():
         click.echo(f"\n{model}: {len(chosen.kernels)} of {chosen.seen} kernel functions, "
                    f"{chosen.covered_pct:.1f} % of the GPU time\nregex: {chosen.regex}")
+
+
+if __name__ == "__main__":
+    main()

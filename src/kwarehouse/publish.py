@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ from pathlib import Path
 import duckdb
 import sqlalchemy as sa
 
-from kwarehouse import catalog, schema, views
+from kwarehouse import catalog, fast_read, schema, views
 from kwarehouse.catalog import catalog_info, write_intents
 from kwarehouse.errors import KwhError, first_line
 
@@ -45,26 +44,9 @@ def own_objects() -> set[str]:
             PUBLISHED_TABLE}
 
 
-def definitions(warehouse_root: Path) -> str:
-    """A hash of everything kwh puts in warehouse.duckdb besides the data: the table schema, every
-    view's SQL, the reference tables and thresholds (the warehouse's own overrides included), the
-    peaks and metric catalog. A kwh upgrade that changes any of them makes the published file stale."""
-    digest = hashlib.sha256(_packaged_definitions().encode())
-    digest.update(repr(views.thresholds(warehouse_root)).encode())
-    return digest.hexdigest()[:16]
-
-
-@functools.cache
-def _packaged_definitions() -> str:
-    from kwarehouse.normalize import peaks
-    from kwarehouse.store import normalize
-    digest = hashlib.sha256(schema.schema_sql().encode())
-    for view in views.creation_order():
-        digest.update(f"\0{view.name}\0{view.sql}".encode())
-    digest.update(repr(sorted(views.reference_tables().items())).encode())
-    digest.update(normalize.metric_catalog().write_csv().encode())
-    digest.update(peaks.peak_frame().write_csv().encode())
-    return digest.hexdigest()
+# A hash of everything kwh puts in warehouse.duckdb besides the data (fast_read holds it: readers check
+# it without loading polars).
+definitions = fast_read.definitions
 
 
 @functools.cache
@@ -101,12 +83,7 @@ def _recorded(warehouse) -> dict:
         return {}
 
 
-def _stat(path: Path) -> list[int] | None:
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return None
-    return [info.st_size, info.st_mtime_ns]
+_stat = fast_read.file_stat
 
 
 def is_stale(warehouse) -> bool:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+import re
 from importlib import resources
-
-import duckdb
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kwarehouse.errors import KwhError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+# duckdb and pyarrow are imported where used: the fast read path (fast_read.py) and kwh --help need
+# only the table names.
 
 PARTITION_COLUMNS = ("model", "gpu")
 # Tables partitioned otherwise: the daily rollups, by day.
@@ -31,6 +35,7 @@ class TableSchema:
     @property
     def file_schema(self) -> pa.Schema:
         """Columns stored inside the Parquet files: the partition columns live in directory names."""
+        import pyarrow as pa
         return pa.schema([f for f in self.arrow if f.name not in self.partition_columns])
 
 
@@ -41,6 +46,7 @@ def schema_sql() -> str:
 @functools.cache
 def tables() -> dict[str, TableSchema]:
     """Every table of schema.sql, by name, typed by DuckDB itself so the DDL is the only definition."""
+    import duckdb
     con = duckdb.connect()
     con.execute(schema_sql())
     result = {}
@@ -60,10 +66,17 @@ def tables() -> dict[str, TableSchema]:
     return result
 
 
+@functools.cache
+def table_names() -> tuple[str, ...]:
+    """The names of schema.sql's tables, read from its text (tables() types them through DuckDB)."""
+    return tuple(re.findall(r"^CREATE TABLE (?:IF NOT EXISTS )?\"?(\w+)", schema_sql(), re.MULTILINE | re.IGNORECASE))
+
+
 def conform(name: str, table: pa.Table) -> pa.Table:
     """Return `table` with exactly the schema.sql columns and types of `name`, or raise.
 
     Extra or missing columns are a bug in kwh, not in the input, so the message says so."""
+    import pyarrow as pa
     spec = tables()[name]
     missing = [c for c in spec.arrow.names if c not in table.column_names]
     extra = [c for c in table.column_names if c not in spec.arrow.names]

@@ -130,7 +130,8 @@ def _echo_selection(result) -> None:
 def _ingest(ctx, sources: list[Path], sub_warehouse: Path | None) -> None:
     from kwarehouse import pipeline
     from kwarehouse.store import Warehouse
-    base = ctx.obj if isinstance(ctx.obj, Warehouse) else None
+    # kwh's --warehouse/--catalog/--wait (cli.WarehouseArgs) when run as kwh profile
+    base = ctx.obj if hasattr(ctx.obj, "catalog_url") else None
     root = sub_warehouse or (base.root if base else Path(os.environ.get("KWH_WAREHOUSE", "warehouse")))
     warehouse = Warehouse(root, base.catalog_url if base else os.environ.get("KWH_CATALOG"), wait=base.wait if base else None)
     report = pipeline.ingest(sources, warehouse)

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import duckdb
-
 from kwarehouse.errors import InputError, KwhError
 
 THRESHOLDS_FILE = "bottleneck_thresholds.csv"
@@ -115,6 +113,7 @@ def creation_order() -> list[View]:
 
 def create_all(con, warehouse_root: Path | None = None) -> None:
     """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables."""
+    import duckdb     # here, not at the top: kwh --help and kwh views load no duckdb
     con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
     con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", thresholds(warehouse_root))
     for name, (columns, rows) in reference_tables().items():
@@ -149,6 +148,7 @@ def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
     """Replace each view of `names` in `con` by a table of its rows, in creation order (a view reads the
     tables of those before it). A view that cannot be computed (a damaged or missing Parquet file) stays
     a view, so a reader still gets the query's own error; returns the names left as views."""
+    import duckdb
     left: list[str] = []
     for view in creation_order():
         if view.name not in names:

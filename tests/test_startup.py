@@ -1,0 +1,91 @@
+"""CLI start-up: kwh --help loads no data library, and kwh sql / kwh query on a warehouse whose
+warehouse.duckdb is current answer through fast_read (no SQLAlchemy, polars or pyarrow). Import
+lists, not timings: bench/ measures the time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kwarehouse import catalog, cli, export, fast_read, pipeline, schema
+from kwarehouse.collect.command import profile
+from kwarehouse.store import Warehouse
+
+from conftest import DATA
+
+HEAVY = ("sqlalchemy", "polars", "pyarrow", "pandas", "duckdb")
+
+
+def imported(*args: str, module: str = "kwarehouse") -> tuple[set[str], subprocess.CompletedProcess]:
+    """The top-level modules `python -X importtime -m <module> ARGS` imported, and the process."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *args], capture_output=True, text=True)
+    names = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    return names, done
+
+
+def test_help_loads_no_data_library():
+    for module in ("kwarehouse", "kwarehouse.cli"):
+        names, done = imported("--help", module=module)
+        assert done.returncode == 0 and "Commands:" in done.stdout, done.stderr[-2000:]
+        assert not names & set(HEAVY), (module, names & set(HEAVY))
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> Warehouse:
+    warehouse = Warehouse(tmp_path_factory.mktemp("startup") / "wh")
+    assert pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse).failed == []
+    return warehouse
+
+
+def test_sql_and_query_on_a_current_warehouse_skip_sqlalchemy_polars_pyarrow(published):
+    names, done = imported("-w", str(published.root), "sql", "select count(*) AS n FROM kernels")
+    assert done.returncode == 0 and done.stdout.split()[-3] == "3", done.stdout + done.stderr[-2000:]
+    assert not names & {"sqlalchemy", "polars", "pyarrow", "pandas"}, names
+    names, done = imported("-w", str(published.root), "query", "runs", "--csv")
+    assert done.returncode == 0 and done.stdout.startswith("run_id,"), done.stderr[-2000:]
+    assert not names & {"sqlalchemy", "polars", "pyarrow", "pandas"}, names
+
+
+def test_fast_read_answers_only_when_the_published_file_is_current(published, tmp_path):
+    import shutil
+    root = tmp_path / "wh"
+    shutil.copytree(published.root, root)
+    # a copied warehouse: warehouse.duckdb names the old folder's files, so the full path decides
+    assert fast_read.connect(root) is None
+    Warehouse(root).refresh_duckdb()
+    con = fast_read.connect(root)
+    assert con is not None and con.execute("SELECT count(*) FROM kernels").fetchall() == [(3,)]
+    con.close()
+    # the warehouse's own thresholds change the definitions: stale
+    (root / "views").mkdir()
+    (root / "views" / "bottleneck_thresholds.csv").write_text("name,value\ncompute_pct,61\n", encoding="utf-8")
+    assert fast_read.connect(root) is None
+    Warehouse(root).refresh_duckdb()
+    assert fast_read.connect(root) is not None
+    # a WAL beside it, a missing committed file, a PostgreSQL-only warehouse: the full path
+    wal = Path(f"{root / 'warehouse.duckdb'}.wal")
+    wal.write_bytes(b"")
+    assert fast_read.connect(root) is None
+    wal.unlink()
+    first = next(iter(Warehouse(root).snapshot().files["kernels"]))
+    places = [root / fast_read.FILES / first, root / first]     # its _files/ link and its table folder path
+    for number, place in enumerate(places):
+        place.rename(tmp_path / f"moved-{number}")
+    assert fast_read.connect(root) is None
+    for number, place in enumerate(places):
+        (tmp_path / f"moved-{number}").rename(place)
+    assert fast_read.connect(root) is not None
+    (root / "catalog.sqlite").rename(tmp_path / "catalog.sqlite")
+    assert fast_read.connect(root) is None
+
+
+def test_copies_of_constants_agree():
+    assert fast_read.CATALOG_VERSION == catalog.CATALOG_VERSION
+    assert fast_read.IDENTITY_FILE == catalog.IDENTITY_FILE
+    assert cli.EXPORT_FORMATS == export.FORMATS
+    assert profile.help.startswith(cli.PROFILE_SHORT_HELP.removesuffix("..."))
+    assert sorted(schema.table_names()) == sorted(schema.tables())
