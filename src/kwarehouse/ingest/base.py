@@ -52,6 +52,19 @@ RULE_COLUMNS = {
 }
 
 
+def most_used(names: list) -> str | None:
+    """The most frequent non-null name, the first in sort order on a tie (Series.mode().sort()[0],
+    without the polars calls that cost more than a small timeline)."""
+    counts: dict = {}
+    for name in names:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return None
+    most = max(counts.values())
+    return min(name for name, count in counts.items() if count == most)
+
+
 def empty(columns: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=columns)
 

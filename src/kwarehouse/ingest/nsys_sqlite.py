@@ -22,6 +22,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import base
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import nvtx
 
@@ -119,23 +120,11 @@ class NsysSqlite:
                                    row["_order"] or 0))
         timeline = pl.DataFrame({name: [row[name] for row in rows] for name in TIMELINE_COLUMNS},
                                 schema=TIMELINE_COLUMNS)
-        gpu = _most_used([row["device_name"] for row in rows if row["activity"] == "kernel"])
+        gpu = base.most_used([row["device_name"] for row in rows if row["activity"] == "kernel"])
         if gpu is None:
             gpu = next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
                           gpu_name=gpu, tool_version=_version(con, tables), run_info=_gpu_info(con, tables, gpu))
-
-
-def _most_used(names: list) -> str | None:
-    """The most frequent non-null name, the first in sort order on a tie (Series.mode().sort()[0])."""
-    counts: dict = {}
-    for name in names:
-        if name is not None:
-            counts[name] = counts.get(name, 0) + 1
-    if not counts:
-        return None
-    most = max(counts.values())
-    return min(name for name, count in counts.items() if count == most)
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:

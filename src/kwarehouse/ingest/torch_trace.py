@@ -70,9 +70,8 @@ class TorchTrace:
         if timeline.height == 0:
             raise InputError(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
                              "profiler run with ProfilerActivity.CUDA?")
-        used = timeline["device_name"].drop_nulls().mode()
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
-                          gpu_name=used.sort()[0] if used.len() else None)
+                          gpu_name=base.most_used(timeline["device_name"].to_list()))
 
     def _read_whole(self, path: Path) -> ReadResult:
         """The plain path: json.loads of the whole file (Decimal floats), dicts all the way."""
@@ -239,6 +238,9 @@ class _NotStreamable(Exception):
     """The streaming path met something it does not read; the plain path reads (or refuses) the file."""
 
 
+NOT_GIVEN = msgspec.Raw()
+
+
 class _Args(msgspec.Struct, gc=False):
     """The args of an event that this reader uses; the rest are skipped unparsed. Values are what
     json.loads(parse_float=Decimal) gives (the decoders' float_hook), so both paths compute alike."""
@@ -252,9 +254,11 @@ class _Args(msgspec.Struct, gc=False):
     registers_per_thread: Any = msgspec.field(default=None, name="registers per thread")
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
     bytes: Any = None
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # an op's lists, kept as their JSON text (a copy of a few hundred bytes) and decoded only for the
+    # ops that launched GPU work: as Python lists they would be most of the memory a trace takes
+    input_dims: msgspec.Raw = msgspec.field(default=NOT_GIVEN, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NOT_GIVEN, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NOT_GIVEN, name="Concrete Inputs")
 
 
 NO_ARGS = _Args()
@@ -291,6 +295,7 @@ _HEAD = msgspec.json.Decoder(_Head, float_hook=Decimal)
 _EVENTS = msgspec.json.Decoder(list[_Event], float_hook=Decimal)
 _TAIL = msgspec.json.Decoder(_Tail, float_hook=Decimal)
 _ARRAY_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+START = 1 + list(TIMELINE_COLUMNS).index("start_ns")   # in a row of _Streamed.rows
 _BETWEEN_EVENTS = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{')
 # how far into the file the traceEvents key is looked for (Kineto writes it after a few KB of header)
 _HEAD_LIMIT = 64 << 20
@@ -320,11 +325,12 @@ class _Streamed:
 
     def __init__(self):
         self.gpu: list[tuple[int, str, _Event]] = []
-        self.ops: dict[int, _Event] = {}
+        self.ops: dict[int, tuple] = {}   # External id -> (name, Input Dims, Input type, Concrete Inputs)
         self.op_durations: dict[int, Decimal] = {}
-        self.calls: dict[int, tuple[_Event, Decimal]] = {}
+        self.calls: dict[int, tuple] = {}  # correlation -> (pid, tid, ts) of the first CUDA call
         self.ranges: dict[tuple, list[tuple[Decimal, Decimal, str, bool]]] = {}
         self.count = 0
+        self.categories: dict[str, str] = {}   # "cat" as written -> lower case
         self.devices: dict = {}
         self.base_ns = 0
 
@@ -334,9 +340,10 @@ class _Streamed:
         read or word (its errors, polars' included, stay as they were)."""
         try:
             with open(path, "rb") as handle:
-                columns = cls()._read(handle).rows(path)
-            return (pl.DataFrame(columns, schema={"_order": pl.Int64, **TIMELINE_COLUMNS})
-                    .sort("start_ns", "_order").drop("_order"))
+                rows = cls()._read(handle).rows(path)
+            rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
+            columns = list(zip(*rows)) or [()] * (len(TIMELINE_COLUMNS) + 1)
+            return pl.DataFrame(dict(zip(TIMELINE_COLUMNS, columns[1:])), schema=TIMELINE_COLUMNS)
         except _NotStreamable:
             raise
         except _DECODE_ERRORS as exc:
@@ -392,19 +399,27 @@ class _Streamed:
     def _take(self, events: list[_Event]) -> None:
         """Keep what the join needs from one piece's events, in the plain path's terms."""
         gpu, ops, durations, calls, ranges = self.gpu, self.ops, self.op_durations, self.calls, self.ranges
+        categories = self.categories
         for order, event in enumerate(events, self.count):
-            category = str(event.cat).lower()
+            cat = event.cat
+            category = categories.get(cat) if cat.__class__ is str else str(cat).lower()
+            if category is None:
+                category = categories[cat] = cat.lower()
             activity = GPU_CATEGORIES.get(category)
             if activity is not None:
                 if event.ph == "X":
                     gpu.append((order, activity, event))
             elif category in RANGE_CATEGORIES:
                 if category != "user_annotation":
-                    external = _int((event.args or NO_ARGS).external_id)
+                    args = event.args or NO_ARGS
+                    external = args.external_id
+                    external = external if external.__class__ is int else _int(external)
                     if external is not None:
                         duration = Decimal(event.dur or 0)
                         if external not in ops or duration < durations[external]:
-                            ops[external], durations[external] = event, duration
+                            durations[external] = duration
+                            ops[external] = (_get(event.name), args.input_dims.copy(), args.input_type.copy(),
+                                             args.concrete_inputs.copy())
                 if event.ph == "X" and event.dur is not None:
                     start = _decimal(event.ts)
                     ranges.setdefault((event.pid, event.tid), []).append(
@@ -412,13 +427,12 @@ class _Streamed:
             elif category in RUNTIME_CATEGORIES:
                 correlation = _int((event.args or NO_ARGS).correlation)
                 if correlation is not None and correlation not in calls:
-                    calls[correlation] = (event, _decimal(event.ts))
+                    calls[correlation] = (event.pid, event.tid, _decimal(event.ts))
         self.count += len(events)
 
-    def rows(self, path: Path) -> dict[str, list]:
-        """The timeline's columns (and _order), computed as the plain path computes its rows."""
-        names = ["_order", *TIMELINE_COLUMNS]
-        columns: dict[str, list] = {name: [] for name in names}
+    def rows(self, path: Path) -> list[tuple]:
+        """The timeline's rows, (_order, *TIMELINE_COLUMNS), computed as the plain path computes them."""
+        rows = []
         stacks = self._stacks()
         ops, calls, devices, base_ns = self.ops, self.calls, self.devices, self.base_ns
         for order, activity, event in self.gpu:
@@ -429,30 +443,26 @@ class _Streamed:
             op = ops.get(external)
             correlation = _int(args.correlation)
             call = calls.get(correlation)
-            runtime = call[0] if call else None
             device = _int(args.device)
             context = stacks[correlation] if call else (None, None)   # nvtx_path, nvtx_range
-            op_args = op.args if op else None
+            dims, types, scalars = (_value(op[1]), _value(op[2]), _value(op[3])) if op else (None, None, None)
             values = (order, activity, device, devices.get(device), _int(args.context), _int(args.stream),
-                      _int(runtime.pid) if runtime else None, correlation, base_ns + start, duration,
+                      _int(call[0]) if call else None, correlation, base_ns + start, duration,
                       grid[0], grid[1], grid[2], block[0], block[1], block[2], _int(args.registers_per_thread),
                       _int(args.shared_memory), _int(args.bytes), _name(event), None, None,
-                      _get(op.name) if op else None,
-                      str(op_args.input_dims) if op_args and op_args.input_dims is not None else None,
+                      op[0] if op else None, str(dims) if dims is not None else None,
                       context[0], context[1],
-                      external if op else None, _listed(op_args.input_type) if op_args else None,
-                      _listed(op_args.concrete_inputs) if op_args else None)
-            for name, value in zip(names, values):
-                columns[name].append(value)
-        return columns
+                      external if op else None, _listed(types), _listed(scalars))
+            rows.append(values)
+        return rows
 
     def _stacks(self) -> dict[int, tuple[str | None, str | None]]:
         """nvtx_path and nvtx_range of each CUDA call that launched a GPU event, by correlation id: the
         ranges open on the calling thread then (the plain path's _ThreadStacks, over the calls used)."""
         wanted = {_int((event.args or NO_ARGS).correlation) for _, _, event in self.gpu}
         queries: dict[tuple, list[tuple[Decimal, int]]] = {}
-        for correlation, (call, moment) in self.calls.items():
-            thread = (call.pid, call.tid)
+        for correlation, (pid, tid, moment) in self.calls.items():
+            thread = (pid, tid)
             if correlation in wanted:
                 queries.setdefault(thread, []).append((moment, correlation))
             else:
@@ -493,6 +503,14 @@ def _decimal(value) -> Decimal:
     if value is msgspec.UNSET:
         raise _NotStreamable('an event without "ts"')
     return Decimal(value)
+
+
+_VALUE = msgspec.json.Decoder(float_hook=Decimal)
+
+
+def _value(raw: msgspec.Raw):
+    """A kept JSON text as json.loads(parse_float=Decimal) gives it; None where the key was missing."""
+    return _VALUE.decode(raw) if len(raw) else None
 
 
 def _ns_of(path: Path, event: _Event, value, key: str) -> int:

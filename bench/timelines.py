@@ -1,0 +1,213 @@
+"""Timeline ingest against its floors: PyTorch traces and nsys SQLite exports (issue 23).
+
+For each file, the best of --repeat runs, in this process:
+  kwh        what ingest does with the file: ingest.sniff (which reader) + ingest.read_with (the reader)
+  floor      traces: json.loads of the whole file + a pyarrow table of its GPU events (what a user's
+             script does); msgspec: the same with msgspec.json.decode (the fastest parser installed).
+             nsys: one SQL query per table kwh reads (kernels with their names, memcpy, memset, the
+             CUDA calls, NVTX events) fetched into pyarrow tables.
+and kwh / floor. With --big-trace MB, a DERIVED trace of that size (the first trace's events repeated
+under one traceEvents array, each copy shifted later in time with its own External id / correlation
+numbers) is read in child processes, to compare peak memory (ru_maxrss) and time of json.loads and
+of kwh's reader. With --nsys-copies N, a DERIVED nsys export (the first SQLite's activity, runtime and
+NVTX rows repeated N times, shifted likewise) is added. Derived files live in a temporary folder only.
+
+    .venv/bin/python bench/timelines.py                       # tests/data traces and nsys exports
+    .venv/bin/python bench/timelines.py /tmp/corpus/a/*/trace.json ../shared/public-samples/*.sqlite \\
+        --big-trace 500 --nsys-copies 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+
+from kwarehouse import ingest
+from kwarehouse.ingest.nsys_sqlite import connect_read_only
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_INPUTS = sorted(ROOT.glob("tests/data/torch-trace-*/trace.json")) + sorted(
+    p for p in ROOT.glob("tests/data/nsys-sqlite-*/*.sqlite"))
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def best(function, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def gpu_table(trace: dict) -> pa.Table:
+    """The floor's Arrow step: the GPU events' own columns."""
+    events = [e for e in trace["traceEvents"] if e.get("cat") in GPU_CATEGORIES]
+    args = [e.get("args") or {} for e in events]
+    return pa.table({
+        "name": [e.get("name") for e in events], "ts": [e.get("ts") for e in events],
+        "dur": [e.get("dur") for e in events], "correlation": [a.get("correlation") for a in args],
+        "external_id": [a.get("External id") for a in args], "stream": [a.get("stream") for a in args],
+        "device": [a.get("device") for a in args]})
+
+
+def floor_json(path: Path) -> pa.Table:
+    return gpu_table(json.loads(path.read_bytes()))
+
+
+def floor_msgspec(path: Path) -> pa.Table:
+    return gpu_table(msgspec.json.decode(path.read_bytes()))
+
+
+def floor_nsys(path: Path) -> list[pa.Table]:
+    con = connect_read_only(path)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        queries = ["SELECT k.*, d.value AS demangled, s.value AS short FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                   "LEFT JOIN StringIds d ON d.id = k.demangledName LEFT JOIN StringIds s ON s.id = k.shortName"]
+        queries += [f"SELECT * FROM {t}" for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                                                   "NVTX_EVENTS") if t in tables]
+        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+            queries.append("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+        out = []
+        for query in queries:
+            cursor = con.execute(query)
+            names = [c[0] for c in cursor.description]
+            rows = cursor.fetchall()
+            out.append(pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)}))
+        return out
+    finally:
+        con.close()
+
+
+def kwh(path: Path):
+    reader = ingest.sniff(path)
+    return ingest.read_with(reader, path)
+
+
+def measure(paths: list[Path], repeat: int) -> list[dict]:
+    rows = []
+    for path in paths:
+        result = kwh(path)           # warm: imports, page cache
+        timeline = result.timeline.height if result.timeline is not None else 0
+        row = {"file": str(path), "format": result.format, "MB": path.stat().st_size / 1e6, "rows": timeline,
+               "kwh_ms": best(lambda: kwh(path), repeat) * 1e3}
+        if result.format == "torch-trace":
+            row["floor_ms"] = best(lambda: floor_json(path), repeat) * 1e3
+            row["msgspec_floor_ms"] = best(lambda: floor_msgspec(path), repeat) * 1e3
+        else:
+            row["floor_ms"] = best(lambda: floor_nsys(path), repeat) * 1e3
+        rows.append(row)
+    return rows
+
+
+def derive_trace(source: Path, target: Path, megabytes: float) -> None:
+    raw = source.read_bytes()
+    start = raw.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+    end = raw.rindex(b"]")
+    body = raw[start:end].rstrip()
+    stamps = [float(m) for m in re.findall(rb'"ts": ([0-9.]+)', body)]
+    span = int(max(stamps) - min(stamps)) + 1000
+    ts, ids = re.compile(rb'("ts": )(\d+)'), re.compile(rb'("(?:External id|correlation)": )(\d+)')
+    with open(target, "wb") as out:
+        out.write(raw[:start])
+        for k in range(max(1, int(megabytes * 1e6 / len(body)))):
+            copy = ts.sub(lambda m: m[1] + str(int(m[2]) + k * span).encode(), body)
+            copy = ids.sub(lambda m: m[1] + str(int(m[2]) + k * 10_000_000).encode(), copy)
+            out.write(copy if k == 0 else b"," + copy)
+        out.write(raw[end:])
+
+
+def derive_nsys(source: Path, target: Path, copies: int) -> None:
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    span = con.execute("SELECT max(end) - min(start) + 1000 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
+        if table not in tables:
+            continue
+        columns = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+        def shifted(column: str) -> str:
+            if column in ("start", "end"):
+                return f'"{column}" + k * {span}'
+            return f'"{column}" + k * 100000000' if column == "correlationId" else f'"{column}"'
+        con.execute(f"CREATE TEMP TABLE one AS SELECT * FROM {table}")
+        con.execute(f"WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < {copies - 1}) "
+                    f"INSERT INTO {table} ({', '.join(repr(c).replace(chr(39), chr(34)) for c in columns)}) "
+                    f"SELECT {', '.join(shifted(c) for c in columns)} FROM temp.one, n")
+        con.execute("DROP TABLE temp.one")
+    con.commit()
+    con.close()
+
+
+def child(kind: str, path: Path) -> None:
+    """One measurement in a fresh process: seconds and peak RSS, as JSON on stdout."""
+    start = time.perf_counter()
+    if kind == "json":
+        floor_json(path)
+    else:
+        kwh(path)
+    print(json.dumps({"seconds": time.perf_counter() - start,
+                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def in_child(kind: str, path: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", kind, str(path)], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--big-trace", type=float, metavar="MB", help="also a derived trace of about MB megabytes")
+    parser.add_argument("--nsys-copies", type=int, metavar="N", help="also a derived nsys export, N times the first")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.child:
+        child(options.child[0], Path(options.child[1]))
+        return
+    paths = options.files or DEFAULT_INPUTS
+    with tempfile.TemporaryDirectory(prefix="kwh-bench-timelines-") as folder:
+        sqlites = [p for p in paths if p.suffix == ".sqlite"]
+        if options.nsys_copies and sqlites:
+            derived = Path(folder) / f"derived-x{options.nsys_copies}.sqlite"
+            derive_nsys(sqlites[0], derived, options.nsys_copies)
+            paths = [*paths, derived]
+        rows = measure(paths, options.repeat)
+        print("| file | format | MB | timeline rows | kwh ms | floor ms | kwh / floor | msgspec floor ms | kwh / msgspec floor |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for row in rows:
+            extra = (f"{row['msgspec_floor_ms']:.1f} | {row['kwh_ms'] / row['msgspec_floor_ms']:.2f}"
+                     if "msgspec_floor_ms" in row else "- | -")
+            print(f"| {row['file']} | {row['format']} | {row['MB']:.2f} | {row['rows']} | {row['kwh_ms']:.1f} | "
+                  f"{row['floor_ms']:.1f} | {row['kwh_ms'] / row['floor_ms']:.2f} | {extra} |")
+        traces = [p for p in paths if p.suffix == ".json"]
+        if options.big_trace and traces:
+            big = Path(folder) / "big-trace.json"
+            derive_trace(traces[0], big, options.big_trace)
+            print(f"\nDERIVED trace of {big.stat().st_size / 1e6:.0f} MB from {traces[0]} (one process each):")
+            print("| reader | seconds | peak RSS MB |")
+            print("|---|---|---|")
+            for kind, label in (("json", "json.loads + Arrow (floor)"), ("kwh", "kwh sniff + read")):
+                found = in_child(kind, big)
+                print(f"| {label} | {found['seconds']:.1f} | {found['peak_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Timeline ingest at its floor (issue 23): traces streamed in pieces read exactly like the plain
+json.loads path, sniffing tries the byte-test guesses first, and bench/timelines.py keeps working."""
+
+import importlib.util
+import pathlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from kwarehouse import ingest
+from kwarehouse.errors import InputError
+from kwarehouse.ingest import torch_trace
+from kwarehouse.ingest.nsys_stats_csv import NsysStatsCsv
+from kwarehouse.ingest.nsys_text import NsysText
+
+DATA = Path(__file__).parent / "data"
+TRACES = sorted(DATA.glob("torch-trace-*/trace.json"))
+
+
+def plain(path: Path):
+    return torch_trace.TorchTrace()._read_whole(path)
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("piece", [1 << 20, 4096, 700])
+def test_a_streamed_trace_reads_exactly_like_the_whole_file(monkeypatch, trace, piece):
+    # small pieces put the cuts between events everywhere, inside strings and nested args included
+    monkeypatch.setattr(torch_trace, "PIECE_BYTES", piece)
+    monkeypatch.setattr(pathlib.Path, "read_bytes", lambda self: pytest.fail("read whole"))
+    streamed = torch_trace.TorchTrace().read(trace)
+    monkeypatch.undo()
+    whole = plain(trace)
+    assert streamed.timeline.equals(whole.timeline) and streamed.gpu_name == whole.gpu_name
+
+
+def test_what_the_stream_does_not_expect_is_read_or_refused_by_the_plain_path(tmp_path):
+    source = (DATA / "torch-trace-gpt2/trace.json").read_bytes()
+    # an event that is not an object: json.loads skips it; the streaming path hands the file over
+    path = tmp_path / "trace.json"
+    path.write_bytes(source.replace(b'"traceEvents": [', b'"traceEvents": [1, ', 1))
+    assert torch_trace.TorchTrace().read(path).timeline.equals(plain(DATA / "torch-trace-gpt2/trace.json").timeline)
+    # cut short: the plain path's words, with the line
+    path.write_bytes(source[: len(source) // 2])
+    with pytest.raises(InputError, match=r"trace.json:\d+: not valid JSON .* ends before its closing brace"):
+        ingest.read(path)
+
+
+def test_a_trace_is_claimed_before_the_text_sniffers_run(monkeypatch):
+    for reader in (NsysText, NsysStatsCsv):
+        monkeypatch.setattr(reader, "sniff", lambda self, path, head: pytest.fail("text sniffer ran"))
+    assert ingest.sniff(TRACES[0]).name == "torch-trace"
+    assert ingest.sniff(DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite").name == "nsys-sqlite"
+
+
+def test_the_timelines_bench_runs_at_its_smallest_size(tmp_path, capsys, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "bench_timelines", Path(__file__).resolve().parents[1] / "bench" / "timelines.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(sys, "argv", ["timelines.py", "--repeat", "1", str(TRACES[0]),
+                                      str(DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite"), "--nsys-copies", "2"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "| torch-trace |" in out and "derived-x2.sqlite | nsys-sqlite |" in out
