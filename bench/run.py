@@ -8,11 +8,23 @@ stay real while every file is a distinct export. Baselines run on the same files
   polars   bare polars.read_csv of the raw pages (the floor any CSV ingest pays)
   duckdb   DuckDB read_csv of the raw pages
   pandas   what users write today: read each details CSV, pivot metrics per kernel, write Parquet
+  pandas_both  the same script reading and writing both pages (the raw page as it is, one row per kernel)
+  duckdb_pivot DuckDB read_csv + PIVOT + COPY TO parquet of each details page, one statement per run
 
 kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
 driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Above
 --baseline-max runs the baselines run on the fleet's first chunks only: their kernels/s do not
 depend on the fleet's size, and each costs minutes per 1,000 runs.
+
+With --repeat N (fleets of one chunk), every ingest, kwh's and the baselines', runs N times in turn on the
+same files (tool after tool, so load on the machine hits them alike) and the median wall counts; the
+ratio table gives kwh / alternative by that median wall (per kernel where a baseline ran on fewer runs),
+as issue 23 states its targets.
+
+CLI start-up and one view end to end (median of 5 fresh processes each, on the compacted warehouse):
+`kwh --help`, `kwh sql "select 1"`, `kwh query op_kernels --csv`, against a hand-written pandas script
+computing the same rows from the same Parquet files and the view's own SQL run by DuckDB directly over
+them (both print CSV too; the row counts are checked equal).
 
 Query latency is the median of 5 runs of every view, queries/ file and the gpu_peaks table, warm (same connection) and
 cold (a fresh connection). Each result is fetched whole as an Arrow table: the per-launch views
@@ -42,6 +54,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -153,6 +166,45 @@ for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
 print(n)
 {PEAK}
 """
+PANDAS_BOTH = f"""
+import sys, pandas as pd
+from pathlib import Path
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+n = 0
+for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
+    frame = pd.read_csv(p, dtype=str)
+    frame = frame[frame["Metric Name"].notna()]
+    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="Metric Value", aggfunc="first")
+    wide.columns = [str(c) for c in wide.columns]
+    wide.reset_index().to_parquet(out / f"{{i}}.details.parquet")
+    raw = pd.read_csv(p.with_name(p.name.replace(".details.csv", ".raw.csv")), dtype=str, skiprows=[1])  # row 2: units
+    raw.to_parquet(out / f"{{i}}.raw.parquet")
+    n += len(wide)
+print(n)
+{PEAK}
+"""
+# DuckDB's dialect sniffer gives up on ncu pages (NVTX cells span lines): the dialect is given, and
+# null_padding makes its reader accept the quoted newlines (checked: the same rows and values as polars)
+DUCKDB_PIVOT = f"""
+import sys, duckdb
+from pathlib import Path
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+n = 0
+for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
+    quoted = str(p).replace("'", "''")
+    target = out / f"{{i}}.parquet"
+    con.execute(f'''COPY (PIVOT (SELECT "ID", "Kernel Name", "Metric Name", "Metric Value"
+                              FROM read_csv('{{quoted}}', all_varchar = true, header = true, delim = ',', quote = '"',
+                                            escape = '"', null_padding = true)
+                              WHERE "Metric Name" IS NOT NULL)
+                       ON "Metric Name" USING first("Metric Value") GROUP BY "ID", "Kernel Name")
+                 TO '{{target}}' (FORMAT parquet)''')
+    n += con.execute("SELECT count(*) FROM read_parquet(?)", [str(target)]).fetchone()[0]   # (a PIVOT's COPY returns no count)
+print(n)
+{PEAK}
+"""
 COMPACT = f"""
 import sys
 from kwarehouse import pipeline
@@ -216,33 +268,47 @@ def spark_available() -> bool:
 def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.Namespace, with_spark: bool) -> dict:
     """Ingest a fleet of `size` runs with kwh and the baselines, time the queries on the warehouse as
     ingested (one file per run and table), compact it as the nightly job does, and time them again."""
-    row = {"runs": size, "input_mb": 0.0, "raw_mb": 0.0}
+    row = {"runs": size, "input_mb": 0.0, "raw_mb": 0.0, "load": [], "repeat": 1}
     chunk = limits.chunk
+    repeat = limits.repeat if size <= chunk else 1     # repeats would need a warehouse per repeat and chunk
+    row["repeat"] = repeat
     for first in range(0, size, chunk):
         tools = ["kwh_jobs2"]
         if first < limits.baseline_max:    # the baselines' rates do not depend on the fleet's size
-            tools += ["polars", "duckdb", "pandas"]
+            tools += ["polars", "duckdb", "pandas", "pandas_both", "duckdb_pivot"]
         if size <= limits.one_process_max:
-            tools.append("kwh")
+            tools.insert(0, "kwh")
         if with_spark and size <= limits.spark_max:
             tools.append("kwh_spark")
         fleet = work / f"fleet{size}-{first}"
         build_fleet(fleet, min(chunk, size - first), originals, first)
         row["input_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.csv")) / 1e6
         row["raw_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.raw.csv")) / 1e6
-        steps = {"polars": (POLARS, str(fleet)), "duckdb": (DUCKDB, str(fleet)),
-                 "pandas": (PANDAS, str(fleet), str(work / f"pandas{size}")),
-                 "kwh": (KWH_INGEST, str(fleet), str(work / f"wh{size}-1"), "local", "1"),
-                 "kwh_jobs2": (KWH_INGEST, str(fleet), str(work / f"wh{size}"), "local", "2"),
-                 "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark"), "spark", "2")}
-        for tool in tools:
-            seconds, peak, out = child(*steps[tool])
-            total = row.setdefault(tool, [0, 0.0, 0])      # kernels, seconds, peak MiB
-            total[0] += int(out.splitlines()[-1])
-            total[1] += seconds
-            total[2] = max(total[2], peak)
+        chunk_seconds: dict[str, list[float]] = {}
+        for attempt in range(repeat):
+            last = attempt == repeat - 1     # the last repeat's warehouses are kept for the queries
+            suffix = "" if last else f"-try{attempt}"
+            steps = {"polars": (POLARS, str(fleet)), "duckdb": (DUCKDB, str(fleet)),
+                     "pandas": (PANDAS, str(fleet), str(work / f"pandas{size}")),
+                     "pandas_both": (PANDAS_BOTH, str(fleet), str(work / f"pandas{size}")),
+                     "duckdb_pivot": (DUCKDB_PIVOT, str(fleet), str(work / f"pandas{size}")),
+                     "kwh": (KWH_INGEST, str(fleet), str(work / f"wh{size}-1{suffix}"), "local", "1"),
+                     "kwh_jobs2": (KWH_INGEST, str(fleet), str(work / f"wh{size}{suffix}"), "local", "2"),
+                     "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark{suffix}"), "spark", "2")}
+            for tool in tools:
+                row["load"].append(os.getloadavg()[0])
+                seconds, peak, out = child(*steps[tool])
+                chunk_seconds.setdefault(tool, []).append(seconds)
+                total = row.setdefault(tool, [0, 0.0, 0])      # kernels, seconds (median of the repeats), peak MiB
+                if attempt == 0:
+                    total[0] += int(out.splitlines()[-1])
+                total[2] = max(total[2], peak)
+                shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
+            for leftover in work.glob(f"wh{size}*-try{attempt}"):
+                shutil.rmtree(leftover)
+        for tool, times in chunk_seconds.items():
+            row[tool][1] += statistics.median(times)
         shutil.rmtree(fleet)
-        shutil.rmtree(work / f"pandas{size}", ignore_errors=True)
     row["baseline_runs"] = min(size, limits.baseline_max)
     if size <= limits.uncompacted_max:
         seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
@@ -253,12 +319,78 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
     row["queries"] = _json_line(out)
     row["query_peak_mb"] = peak
+    row["cli"] = cli_times(work / f"wh{size}", work)
     if with_spark and size <= limits.spark_max:
         seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["spark"] = _json_line(out)
     for leftover in work.glob(f"wh{size}*"):
         shutil.rmtree(leftover)
     return row
+
+
+def kwh_command() -> list[str]:
+    """The kwh console script of this interpreter's environment (what a user runs), else python -m kwarehouse."""
+    script = Path(sys.executable).with_name("kwh")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "kwarehouse"]
+
+
+# op_kernels (framework op -> kernels, from the kernels table alone) as a user would write it in pandas and
+# as its own SQL straight through DuckDB, both over the warehouse's Parquet files, printing CSV like kwh query
+OP_KERNELS_PANDAS = """
+import sys, pandas as pd
+kernels = pd.read_parquet(sys.argv[1] + "/kernels", columns=["model", "gpu", "framework_op", "op_shapes", "kernel_id",
+                          "library", "op_class", "kernel_base", "duration_ns", "grid_size"])
+kernels = kernels[kernels["framework_op"].notna()].astype({"model": str, "gpu": str})
+keys = ["model", "gpu", "framework_op", "op_shapes", "kernel_id", "library", "op_class"]
+per_kernel = kernels.groupby(keys, dropna=False).agg(
+    kernel_base=("kernel_base", "min"), launches=("kernel_id", "size"), gpu_time_ns=("duration_ns", "sum"),
+    min_grid_size=("grid_size", "min"), max_grid_size=("grid_size", "max")).reset_index()
+op_total = per_kernel.groupby(["model", "gpu", "framework_op"])["gpu_time_ns"].transform("sum")
+per_kernel["op_time_pct"] = 100 * per_kernel["gpu_time_ns"] / op_total.where(op_total != 0)
+per_kernel = per_kernel.sort_values(["model", "gpu", "framework_op", "gpu_time_ns", "kernel_id", "op_shapes"],
+                                    ascending=[True, True, True, False, True, True])
+per_kernel[keys[:7] + ["kernel_base", "launches", "gpu_time_ns", "op_time_pct", "min_grid_size", "max_grid_size"]].to_csv(
+    sys.stdout, index=False)
+"""
+OP_KERNELS_DUCKDB = """
+import sys, duckdb
+from pathlib import Path
+con = duckdb.connect()
+con.execute(f"CREATE VIEW kernels AS SELECT * FROM read_parquet('{sys.argv[1]}/kernels/*/*/*.parquet', hive_partitioning = true)")
+view = Path(sys.argv[2]).read_text()
+con.sql(view).write_csv("/dev/stdout")
+"""
+
+
+def cli_times(warehouse: Path, work: Path, repeat: int = 5) -> dict:
+    """Median wall of `repeat` fresh processes of kwh's start-up commands, and of one view (op_kernels)
+    through kwh query, a pandas script and DuckDB directly, on `warehouse` (compacted)."""
+    kwh = kwh_command()
+    view = ROOT / "src" / "kwarehouse" / "views" / "op_kernels.sql"
+    commands = {
+        "kwh --help": kwh + ["--help"],
+        'kwh sql "select 1"': kwh + ["-w", str(warehouse), "sql", "select 1"],
+        "kwh query op_kernels --csv": kwh + ["-w", str(warehouse), "query", "op_kernels", "--csv"],
+        "pandas script, same rows": [sys.executable, "-c", OP_KERNELS_PANDAS, str(warehouse)],
+        "DuckDB directly, the view's SQL": [sys.executable, "-c", OP_KERNELS_DUCKDB, str(warehouse), str(view)],
+    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = {}
+    for name, command in commands.items():
+        times, lines = [], None
+        for _ in range(repeat):
+            load = os.getloadavg()[0]
+            started = time.perf_counter()
+            result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
+            times.append(time.perf_counter() - started)
+            if result.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{result.stderr[-2000:]}")
+            lines = len(result.stdout.strip().splitlines())
+        out[name] = {"median_s": statistics.median(times), "load": load, "lines": lines}
+    rows = {n: v["lines"] for n, v in out.items() if "op_kernels" in n or "script" in n or "DuckDB" in n}
+    if len(set(rows.values())) != 1:
+        raise SystemExit(f"op_kernels: the three ways printed different line counts: {rows}")
+    return out
 
 
 def _json_line(out: str) -> dict:
@@ -338,6 +470,58 @@ def latency_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _per_kernel(row: dict, tool: str) -> float | None:
+    return row[tool][1] / row[tool][0] if tool in row and row[tool][0] else None
+
+
+RATIO_ROWS = (("polars", "bare polars read of the raw pages (the parse floor)", None),
+              ("pandas", "a pandas script: details page -> pivot -> Parquet per run", 0.5),
+              ("pandas_both", "the same pandas script reading and writing both pages", None),
+              ("duckdb_pivot", "DuckDB `read_csv` + `PIVOT` + `COPY TO parquet` in one statement per run", 1.0),
+              ("duckdb", "DuckDB `read_csv` count of the raw pages", None))
+
+
+def ratio_table(rows: list[dict]) -> str:
+    """Issue 23's table: kwh's wall over each alternative's on the same runs (per kernel where the
+    baselines ran on fewer runs), by the median of the repeats; above 1 kwh is slower."""
+    sized = [r for r in rows if "pandas" in r]
+    header = "| kwh ingest against | " + " | ".join(
+        f"{r['runs']} runs: 1 process; --jobs 2" for r in sized) + " | target (1 process) |"
+    lines = [header, "|---|" + "---|" * (len(sized) + 1)]
+    for tool, label, target in RATIO_ROWS:
+        cells = []
+        for r in sized:
+            one, two, alt = _per_kernel(r, "kwh"), _per_kernel(r, "kwh_jobs2"), _per_kernel(r, tool)
+            cells.append(f"{_cell(one / alt if one else None, '.2f', 'x')}; {_cell(two / alt if two else None, '.2f', 'x')}")
+        goal = f"<= {target:.1f}x" if target else "-"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {goal} |")
+    cells = []
+    for r in sized:
+        one, two = _per_kernel(r, "kwh"), _per_kernel(r, "kwh_jobs2")
+        cells.append(_cell(one / two if one and two else None, ".2f", "x gain"))
+    lines.append("| `--jobs 2` against 1 process (speed-up; linear = 2.00x) | " + " | ".join(cells)
+                 + " | >= 1.60x (80 % of linear) from 100 runs |")
+    lines.append("| repeats (median of), load average (1 min) during the ingests | " + " | ".join(
+        f"{r['repeat']}; {min(r['load']):.1f}-{max(r['load']):.1f}" for r in sized) + " | |")
+    return "\n".join(lines)
+
+
+def cli_table(rows: list[dict]) -> str:
+    """Start-up and one view end to end, median of 5 fresh processes."""
+    sized = [r for r in rows if "cli" in r]
+    lines = ["| command (fresh process, median of 5) | " + " | ".join(
+        f"{r['runs']} runs: s (load)" for r in sized) + " |", "|---|" + "---|" * len(sized)]
+    for name in sized[0]["cli"] if sized else []:
+        lines.append(f"| {name} | " + " | ".join(
+            f"{r['cli'][name]['median_s']:.3f} ({r['cli'][name]['load']:.1f})" for r in sized) + " |")
+    if sized:
+        query, pandas, direct = ("kwh query op_kernels --csv", "pandas script, same rows", "DuckDB directly, the view's SQL")
+        lines.append("| kwh query / pandas; kwh query / DuckDB directly | " + " | ".join(
+            f"{r['cli'][query]['median_s'] / r['cli'][pandas]['median_s']:.2f}x; "
+            f"{r['cli'][query]['median_s'] / r['cli'][direct]['median_s']:.2f}x" for r in sized) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,10000", help="fleet sizes in runs")
@@ -354,6 +538,9 @@ def main() -> None:
     parser.add_argument("--spark-max", type=int, default=1000,
                         help="run the Spark ingest and queries up to this many runs")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark measurements")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every ingest (kwh and the baselines) this many times in turn and take the median "
+                             "wall (fleets of one chunk)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with_spark = not args.no_spark and spark_available()
@@ -369,11 +556,14 @@ def main() -> None:
         for size in sizes:
             rows.append(measure(size, work, originals, args, with_spark))
             print(table(rows[-1:]), flush=True)
+            print(ratio_table(rows[-1:]), flush=True)
+            print(cli_table(rows[-1:]), flush=True)
             print(query_table(rows[-1:]), flush=True)
             text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Fleet copied from: {origin}. "
                     f"Sizes: {args.sizes} runs "
                     f"(done: {', '.join(str(r['runs']) for r in rows)}). One run of bench/run.py.\n\n"
-                    f"## Ingest\n\n{table(rows)}\n\n## Queries\n\n{query_table(rows)}\n\n"
+                    f"## Ingest\n\n{table(rows)}\n\n## kwh / alternative (wall, median)\n\n{ratio_table(rows)}\n\n"
+                    f"## CLI start-up and one view end to end\n\n{cli_table(rows)}\n\n## Queries\n\n{query_table(rows)}\n\n"
                     f"## Query latency per view and query\n\n{latency_table(rows)}\n")
             if args.results:   # after every size, so a long run that is stopped keeps what it measured
                 args.results.write_text(text)
