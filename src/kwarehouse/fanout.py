@@ -28,8 +28,12 @@ from kwarehouse import normalize, pipeline
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.store import IngestedFile, StagedRun, Warehouse
 
-# A job: (position in folder order, the folder's files as (path, named by the user)).
+# A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]
+# Folders go to workers this many at a time (or up to this many input bytes): the runs of a job are
+# normalized and written together (pipeline.build_ncu_batch), and jobs stay many enough to balance.
+JOB_FOLDERS = 16
+JOB_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,22 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     # loaded per folder, not cached: Spark reuses its Python workers across jobs, and a warehouse's
     # rules may change between two ingests
     rules = normalize.KernelRules.load(warehouse.rules_dir)
+    batch = {run_id: members for run_id, members in groups.items() if pipeline.batchable(members)}
+    if len(batch) > 1:
+        try:
+            built_runs = pipeline.build_ncu_batch(list(batch.items()), rules, context.model, context.tags)
+        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
+            batch = {}
+        else:
+            staged_runs = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
+            prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
+                        for s in staged_runs}
+    else:
+        batch = {}
     for run_id, members in groups.items():
+        if run_id in batch:
+            result.runs.append(prepared[run_id])
+            continue
         try:
             built = pipeline.build_run(run_id, members, {}, rules, context.model, context.tags)
         except InputError as exc:
@@ -114,16 +133,19 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
         context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
                                 warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid())
-        jobs = [(i, [(str(p), explicit) for p, explicit in batch]) for i, batch in enumerate(batches)]
+        folders_of = _job_folders(batches)
+        jobs = [(i, [(str(p), explicit) for folder in folders for p, explicit in batches[folder]])
+                for i, folders in enumerate(folders_of)]
         seen: set[str] = set()
         metadata: dict = {}
         for result in fan_out(jobs, context):
             if result.redo or not seen.isdisjoint(result.shas):
                 for run in result.runs:
                     warehouse.discard_staged(run.staged)
-                groups = pipeline.read_folder(batches[result.index], format, warehouse.ingested_run, metadata,
-                                              seen, report, progress, warehouse.ingested_at_path)
-                pipeline.commit_groups(groups, warehouse, model, tags, report)
+                for folder in folders_of[result.index]:
+                    groups = pipeline.read_folder(batches[folder], format, warehouse.ingested_run, metadata,
+                                                  seen, report, progress, warehouse.ingested_at_path)
+                    pipeline.commit_groups(groups, warehouse, model, tags, report)
                 continue
             if progress:
                 for path in result.paths:
@@ -131,10 +153,29 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
             seen.update(result.shas)
             report.skipped.extend(result.skipped)
             report.failed.extend(result.failed)
-            for run in result.runs:
-                warehouse.commit_staged(run.staged, run.files)
-                report.runs.append(run.summary)
+            warehouse.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
+            report.runs.extend(run.summary for run in result.runs)
     return report
+
+
+def _job_folders(batches: list[list[tuple[Path, bool]]]) -> list[list[int]]:
+    """The folders (positions in `batches`) of each job, in order: up to JOB_FOLDERS folders or
+    JOB_BYTES of files a job."""
+    jobs: list[list[int]] = []
+    size = 0
+    for index, batch in enumerate(batches):
+        folder_bytes = 0
+        for path, _ in batch:
+            try:
+                folder_bytes += path.stat().st_size
+            except OSError:
+                pass
+        if not jobs or len(jobs[-1]) >= JOB_FOLDERS or size + folder_bytes > JOB_BYTES:
+            jobs.append([])
+            size = 0
+        jobs[-1].append(index)
+        size += folder_bytes
+    return jobs
 
 
 # -- fan-outs ----------------------------------------------------------------------------------

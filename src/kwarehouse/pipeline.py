@@ -910,18 +910,18 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
                           "run_id": [run_id for run_id, _ in runs], "model": [b.model for b in built.values()],
                           "gpu": [b.gpu for b in built.values()]})
 
-    def by_run(frame: pl.DataFrame) -> list[pa.Table]:
+    def by_run(name: str, frame: pl.DataFrame) -> list[pa.Table]:
         """The batch's rows of a table, tagged with their run, cut into one Arrow table per run."""
         if normalize.BATCH_RUN not in frame.columns:
             frame = frame.with_columns((pl.col("launch_id") // (1 << LAUNCH_BITS)).alias(normalize.BATCH_RUN))
         frame = (frame.with_columns(pl.col("launch_id") % (1 << LAUNCH_BITS))
                  .join(names, on=normalize.BATCH_RUN, how="left").sort(normalize.BATCH_RUN, maintain_order=True))
         ends = np.cumsum(np.bincount(frame[normalize.BATCH_RUN].to_numpy(), minlength=len(runs)))
-        table = frame.drop(normalize.BATCH_RUN).to_arrow()
+        table = schema.conform(name, frame.drop(normalize.BATCH_RUN).to_arrow())   # once, not per run
         return [table.slice(end - length, length) for end, length in zip(ends, np.diff(ends, prepend=0))]
 
     for name, frame in (("kernels", kernels), ("metrics", metrics), ("rules", rule_rows)):
-        for (_, one), table in zip(built.items(), by_run(frame)):
+        for (_, one), table in zip(built.items(), by_run(name, frame)):
             one.tables[name] = table
     return built
 
