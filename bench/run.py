@@ -319,7 +319,7 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
     row["queries"] = _json_line(out)
     row["query_peak_mb"] = peak
-    row["cli"] = cli_times(work / f"wh{size}", work)
+    row["cli"] = cli_times(work / f"wh{size}", work, limits.cli_repeat)
     if with_spark and size <= limits.spark_max:
         seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["spark"] = _json_line(out)
@@ -507,9 +507,9 @@ def ratio_table(rows: list[dict]) -> str:
 
 
 def cli_table(rows: list[dict]) -> str:
-    """Start-up and one view end to end, median of 5 fresh processes."""
+    """Start-up and one view end to end, median of fresh processes."""
     sized = [r for r in rows if "cli" in r]
-    lines = ["| command (fresh process, median of 5) | " + " | ".join(
+    lines = ["| command (fresh process, median of --cli-repeat) | " + " | ".join(
         f"{r['runs']} runs: s (load)" for r in sized) + " |", "|---|" + "---|" * len(sized)]
     for name in sized[0]["cli"] if sized else []:
         lines.append(f"| {name} | " + " | ".join(
@@ -541,6 +541,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every ingest (kwh and the baselines) this many times in turn and take the median "
                              "wall (fleets of one chunk)")
+    parser.add_argument("--cli-repeat", type=int, default=5, help="fresh processes per CLI command timed (median)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with_spark = not args.no_spark and spark_available()
