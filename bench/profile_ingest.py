@@ -1,0 +1,61 @@
+"""What bounds ingest: cProfile of a one-process kwh ingest (pipeline.ingest, as bench/run.py's kwh step)
+of a fleet folder, printing the wall time, the top entries by own time and by cumulative time, and the
+count and time of polars collect calls (issue 23 counted ~170 per run).
+
+    .venv/bin/python bench/profile_ingest.py /tmp/P-fleet100          # bench/run.py's build_fleet output
+    .venv/bin/python bench/profile_ingest.py FLEET --top 25 --stats /tmp/ingest.prof
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+from kwarehouse import pipeline
+from kwarehouse.store import Warehouse
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("fleet", type=Path, help="folder of run folders (ncu raw + details pages)")
+    parser.add_argument("--top", type=int, default=20, help="entries per listing")
+    parser.add_argument("--stats", type=Path, help="also save the raw profile here (pstats / snakeviz)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kwh-profile-") as tmp:
+        warehouse = Warehouse(Path(tmp) / "wh")
+        profile = cProfile.Profile()
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        profile.enable()
+        report = pipeline.ingest([args.fleet], warehouse)
+        profile.disable()
+        wall = time.perf_counter() - started
+    runs, kernels = len(report.runs), sum(r.kernels for r in report.runs)
+    assert not report.failed, report.failed[:3]
+    stats = pstats.Stats(profile)
+    if args.stats:
+        stats.dump_stats(args.stats)
+    collect_calls = collect_seconds = 0
+    for (filename, _, function), (_, calls, _, cumulative, _) in stats.stats.items():
+        if function == "collect" and "polars" in filename:
+            collect_calls += calls
+            collect_seconds += cumulative
+    print(f"{runs} runs, {kernels} kernels in {wall:.1f} s under the profiler ({1000 * wall / max(runs, 1):.0f} ms per run; "
+          f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)")
+    print(f"polars collect: {collect_calls} calls ({collect_calls / max(runs, 1):.1f} per run), {collect_seconds:.1f} s cumulative")
+    for order in ("tottime", "cumulative"):
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats(order).print_stats(args.top)
+        print(f"\n--- top {args.top} by {order} ---")
+        listing = text.getvalue()
+        print(("ncalls" + listing.split("ncalls", 1)[1] if "ncalls" in listing else listing).rstrip())   # no preamble
+
+
+if __name__ == "__main__":
+    main()
