@@ -53,6 +53,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -102,16 +103,20 @@ def build_fleet(folder: Path, size: int, originals: dict[str, Path], first: int 
     return runs
 
 
-def child(code: str, *args: str) -> tuple[float, int, str]:
-    """Run Python code in a fresh process: (seconds, peak RSS in MiB, stdout)."""
+def child(code: str, *args: str) -> tuple[float, int, str, float]:
+    """Run Python code in a fresh process: (seconds, peak RSS in MiB, stdout, CPU seconds). The CPU
+    (user + system of the process and its children) tells a slow tool from a busy machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"benchmark step failed:\n{result.stderr[-2000:]}")
     peak = int(result.stdout.strip().splitlines()[-1])
-    return elapsed, peak, "\n".join(result.stdout.strip().splitlines()[:-1])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, peak, "\n".join(result.stdout.strip().splitlines()[:-1]), cpu
 
 
 PEAK = ("import resource; print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
@@ -285,6 +290,7 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
         row["input_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.csv")) / 1e6
         row["raw_mb"] += sum(p.stat().st_size for p in fleet.rglob("*.raw.csv")) / 1e6
         chunk_seconds: dict[str, list[float]] = {}
+        chunk_cpu: dict[str, list[float]] = {}
         for attempt in range(repeat):
             last = attempt == repeat - 1     # the last repeat's warehouses are kept for the queries
             suffix = "" if last else f"-try{attempt}"
@@ -297,8 +303,9 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
                      "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark{suffix}"), "spark", "2")}
             for tool in tools:
                 row["load"].append(os.getloadavg()[0])
-                seconds, peak, out = child(*steps[tool])
+                seconds, peak, out, cpu = child(*steps[tool])
                 chunk_seconds.setdefault(tool, []).append(seconds)
+                chunk_cpu.setdefault(tool, []).append(cpu)
                 total = row.setdefault(tool, [0, 0.0, 0])      # kernels, seconds (median of the repeats), peak MiB
                 if attempt == 0:
                     total[0] += int(out.splitlines()[-1])
@@ -308,20 +315,22 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
                 shutil.rmtree(leftover)
         for tool, times in chunk_seconds.items():
             row[tool][1] += statistics.median(times)
+            row.setdefault("cpu", {}).setdefault(tool, 0.0)
+            row["cpu"][tool] += statistics.median(chunk_cpu[tool])
         shutil.rmtree(fleet)
     row["baseline_runs"] = min(size, limits.baseline_max)
     if size <= limits.uncompacted_max:
-        seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+        seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["queries_as_ingested"] = _json_line(out)
         row["query_peak_mb_as_ingested"] = peak
-    seconds, peak, out = child(COMPACT, str(work / f"wh{size}"))
+    seconds, peak, out, _ = child(COMPACT, str(work / f"wh{size}"))
     row["compact"] = (seconds, peak)
-    seconds, peak, out = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+    seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
     row["queries"] = _json_line(out)
     row["query_peak_mb"] = peak
     row["cli"] = cli_times(work / f"wh{size}", work, limits.cli_repeat)
     if with_spark and size <= limits.spark_max:
-        seconds, peak, out = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+        seconds, peak, out, _ = child(SPARK_QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["spark"] = _json_line(out)
     for leftover in work.glob(f"wh{size}*"):
         shutil.rmtree(leftover)
@@ -501,6 +510,14 @@ def ratio_table(rows: list[dict]) -> str:
         cells.append(_cell(one / two if one and two else None, ".2f", "x gain"))
     lines.append("| `--jobs 2` against 1 process (speed-up; linear = 2.00x) | " + " | ".join(cells)
                  + " | >= 1.60x (80 % of linear) from 100 runs |")
+    cells = []
+    for r in sized:
+        kwh_cpu = r["cpu"].get("kwh", 0) / r["kwh"][0] if "kwh" in r else None
+        parts = [f"{tool} {kwh_cpu / (r['cpu'][tool] / r[tool][0]):.2f}x" if kwh_cpu else f"{tool} not run"
+                 for tool in ("pandas", "duckdb_pivot")]
+        cells.append(", ".join(parts))
+    lines.append("| the same by CPU seconds (user + system, all threads), 1 process: kwh / pandas, kwh / DuckDB PIVOT | "
+                 + " | ".join(cells) + " | |")
     lines.append("| repeats (median of), load average (1 min) during the ingests | " + " | ".join(
         f"{r['repeat']}; {min(r['load']):.1f}-{max(r['load']):.1f}" for r in sized) + " | |")
     return "\n".join(lines)
