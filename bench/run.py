@@ -275,7 +275,8 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     ingested (one file per run and table), compact it as the nightly job does, and time them again."""
     row = {"runs": size, "input_mb": 0.0, "raw_mb": 0.0, "load": [], "repeat": 1}
     chunk = limits.chunk
-    repeat = limits.repeat if size <= chunk else 1     # repeats would need a warehouse per repeat and chunk
+    # (repeats would need a warehouse per repeat and chunk; large fleets take too long to repeat)
+    repeat = limits.repeat if size <= min(chunk, limits.repeat_max) else 1
     row["repeat"] = repeat
     for first in range(0, size, chunk):
         tools = ["kwh_jobs2"]
@@ -558,6 +559,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every ingest (kwh and the baselines) this many times in turn and take the median "
                              "wall (fleets of one chunk)")
+    parser.add_argument("--repeat-max", type=int, default=100, help="repeat only fleets of up to this many runs")
     parser.add_argument("--cli-repeat", type=int, default=5, help="fresh processes per CLI command timed (median)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
