@@ -253,7 +253,8 @@ def _common_ncu_args(options: Options) -> list[str]:
 
 
 def _kernel_filter(options: Options, regex: str) -> list[str]:
-    """--kernel-name-base demangled --kernel-name regex:R (+ --launch-skip/--launch-count), or with
+    """--kernel-name-base function --kernel-name regex:^(f|g)$ for a regex kwh built (a selection, kwh
+    hot-kernels), --kernel-name-base demangled --kernel-name regex:R for any other (+ --launch-skip/--launch-count), or with
     --invocation N: --kernel-id ::regex:R:N on function names. --kernel-id's fields are separated by
     colons, which the demangled regex holds (`at::`), so that form matches function names
     (`--kernel-name-base function`: `^(f|g)$`)."""
@@ -268,8 +269,17 @@ def _kernel_filter(options: Options, regex: str) -> list[str]:
             raise ProfileError(f"--invocation matches function names (ncu --kernel-id, whose fields are colon-separated), "
                                f"and regex:{regex} holds a colon: give --kernel-regex as function names (^(f|g)$), "
                                "or one kwh profile / kwh hot-kernels built")
-        pattern = "^(" + "|".join(re.escape(f) for f in functions) + ")$" if functions else regex
+        pattern = selection.function_regex(functions) if functions else regex
         return ["--kernel-name-base", "function", "--kernel-id", f"::regex:{pattern}:{options.invocation}", *limits]
+    functions = selection.functions_in(regex)
+    if functions:
+        # A selection's regex is given to ncu as its function names: on the H100 (ncu 2025.3.1) the demangled
+        # form missed every cuDNN implicit-GEMM convolution of the conv net although the names were spelled
+        # exactly as ncu's raw page writes them (the alternation held ATen kernels and the scope prefix;
+        # `^(sm90_..._cudnn)$` alone, or the same list on --kernel-name-base function, matched them all), so
+        # this form is the one the pass can be checked against (tools/device/ncu_regex_bisect2.sh).
+        pattern = selection.function_regex(functions)
+        return ["--kernel-name-base", "function", "--kernel-name", f"regex:{pattern}", *limits]
     return ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{regex}", *limits]
 
 

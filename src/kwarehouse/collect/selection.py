@@ -194,6 +194,16 @@ def functions_in(regex: str) -> list[str] | None:
     return [re.sub(r"\\(.)", r"\1", name) for name in names]
 
 
+def function_regex(functions: Iterable[str]) -> str:
+    """The regex ncu's --kernel-name-base function filter matches exactly these kernel functions by: the
+    form kwh profile hands ncu (see profile._kernel_filter for why not the demangled one).
+
+    >>> function_regex(["saxpy", "a.b"])
+    '^(saxpy|a\\\\.b)$'
+    """
+    return "^(" + "|".join(_pattern(f) for f in functions) + ")$"
+
+
 def _pattern(function: str) -> str:
     """One function name, escaped. A Triton kernel named without its per-graph counter (kwh's
     kernel_base drops it: signature_rules.csv) matches every counter: `triton_poi_fused_add(_[0-9]+)?`."""
