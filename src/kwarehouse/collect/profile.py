@@ -441,8 +441,8 @@ def _profiled(log: Path) -> list[dict]:
 
 def _compare(chosen: selection.Selection, profiled: list[dict], run_facts: dict) -> list[str]:
     """Notes when the ncu pass did not profile what discovery saw (a workload that picks kernels per process,
-    cudnn.benchmark or torch.compile's autotuner, launches others the second time; on the H100, ncu
-    profiled none of the conv net's selected cuDNN implicit-GEMM convolutions, cause not established)."""
+    cudnn.benchmark or torch.compile's autotuner, launches others the second time; or an ncu filter that
+    misses names it should match: the demangled regex that skipped the conv net's cuDNN convolutions)."""
     got = {p["function"] for p in profiled}
     missing = [f for f in chosen.functions if f not in got]
     extra = sorted(got - set(chosen.functions))
