@@ -885,7 +885,7 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
             pl.col("launch_id") + per_row(raw, shift[numbers]),
             per_row(raw, np.array(numbers, dtype=np.int64)).alias(normalize.BATCH_MEMBER))
         pages.append(normalize.normalize_batch_metrics(metrics, [results[n][1].page for n in numbers], raw))
-    metrics = normalize.merge_ordered_metrics(pl.concat(pages, how="vertical_relaxed"))
+    metrics = normalize.merge_ordered_metrics(pages)
 
     frames = [_launch_frames(r.launches) for _, r in results]
     shifts = np.repeat(shift, [len(f) for f in frames])

@@ -131,15 +131,16 @@ def read_table(path: Path) -> NcuTable:
     return NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
 
 
-# A line that holds nothing but blanks (the slow path drops such lines, and ncu's log lines).
-_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+# A line of ncu's log ("==PROF==") or of nothing but blanks: the slow path drops such lines. (One
+# regex pass over the bytes; cheaper than a substring test per pattern.)
+_NOT_A_ROW = re.compile(rb"\n(?:==|[ \t\r\f\v]*\n)")
 
 
 def _clean(table: bytes) -> bool:
     """Whether the table (header onwards) is rows only: no ncu log line, no blank line, and its last
     row ended and closed as a complete ncu row ends; anything else takes the line-by-line path,
     which finds and words what is wrong."""
-    if not table.endswith(b"\n") or b"\n==" in table or _BLANK_LINE.search(table):
+    if not table.endswith(b"\n") or _NOT_A_ROW.search(table):
         return False
     end = len(table) - 1
     last = table[table.rfind(b"\n", 0, end) + 1:end].rstrip(b"\r")

@@ -39,7 +39,8 @@ class NcuRawCsv:
         if launches["launch_id"].null_count():
             index = launches["launch_id"].is_null().arg_true()[0]
             raise InputError(path, 'kernel row without a numeric "ID"', line=table.row_lines[index + 1])
-        units = {name: units_row[name][0] or "" for name in metric_names}
+        units_of = dict(zip(units_row.columns, units_row.row(0)))
+        units = {name: units_of[name] or "" for name in metric_names}
         metrics = (
             launches_rows.select(pl.col("ID").cast(pl.Int64).alias("launch_id"), *metric_names)
             .unpivot(index="launch_id", on=metric_names, variable_name="metric", value_name="value_text")

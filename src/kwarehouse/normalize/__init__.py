@@ -175,22 +175,43 @@ def normalize_batch_metrics(metrics: pl.DataFrame, pages: list[str], frames: lis
     return metrics.with_columns(page.alias("source_page")).select(*METRIC_COLUMNS)
 
 
-def merge_ordered_metrics(allrows: pl.DataFrame) -> pl.DataFrame:
-    """merge_metrics for rows whose exports already come in PAGE_PRIORITY order (each launch's and
-    metric's rows in build_run's order), without sorting anything; the answer's row order is not
-    defined (the Parquet writer orders the rows)."""
-    best = allrows.unique(["launch_id", "metric"], keep="first")
-    sectioned = allrows.filter(pl.col("section").is_not_null())
-    if sectioned.height == 0:
+def merge_ordered_metrics(pages: list[pl.DataFrame]) -> pl.DataFrame:
+    """merge_metrics for the rows of exports grouped by page, `pages` in PAGE_PRIORITY order (each
+    launch's and metric's rows in build_run's order), without sorting anything; the answer's row order
+    is not defined (the Parquet writer orders the rows). (launch, metric) is packed into one integer
+    key, and the first page's rows, usually unique already, are not copied."""
+    allrows = pl.concat(pages, how="vertical_relaxed") if len(pages) > 1 else pages[0]
+    if allrows.height == 0 or allrows["metric"].null_count() or allrows["launch_id"].null_count():
+        return merge_metrics([allrows])
+    codes = allrows["metric"].cast(pl.Categorical).to_physical().cast(pl.Int64)
+    width = max(1, int(codes.max()).bit_length())
+    if int(allrows["launch_id"].max()).bit_length() + width > 62 or allrows["launch_id"].min() < 0:
+        return merge_metrics([allrows])
+    keys = allrows["launch_id"] * (1 << width) + codes
+    first, rest = pages[0], pages[1:]
+    first_keys = keys.slice(0, first.height)
+    unique = first_keys.is_first_distinct()
+    best = [first if unique.all() else first.filter(unique)]
+    kept_keys = [first_keys if unique.all() else first_keys.filter(unique)]
+    if rest:
+        others = pl.concat(rest, how="vertical_relaxed")
+        other_keys = keys.slice(first.height)
+        keep = other_keys.is_first_distinct() & ~other_keys.is_in(first_keys)
+        best.append(others.filter(keep))
+        kept_keys.append(other_keys.filter(keep))
+    best = pl.concat(best, how="vertical_relaxed")
+    best_keys = pl.concat(kept_keys)
+    sectioned = allrows["section"].is_not_null()
+    if not sectioned.any():
         return best.select(*METRIC_COLUMNS)
-    generic = pl.col("section") == COMMAND_LINE_SECTION
-    described = (pl.concat([sectioned.filter(~generic), sectioned.filter(generic)])
-                 .unique(["launch_id", "metric"], keep="first")
-                 .select("launch_id", "metric", pl.col("section").alias("_section"), pl.col("label").alias("_label")))
-    return (best.join(described, on=["launch_id", "metric"], how="left")
-            .with_columns(pl.coalesce("_section", "section").alias("section"),
-                          pl.coalesce("label", "_label").alias("label"))
-            .select(*METRIC_COLUMNS))
+    generic = sectioned & (allrows["section"] == COMMAND_LINE_SECTION)
+    described = pl.DataFrame({"_key": keys, "_section": allrows["section"], "_label": allrows["label"]})
+    described = pl.concat([described.filter(sectioned & ~generic), described.filter(generic)])
+    described = described.filter(described["_key"].is_first_distinct())
+    section = best_keys.replace_strict(described["_key"], described["_section"], default=None, return_dtype=pl.String)
+    label = best_keys.replace_strict(described["_key"], described["_label"], default=None, return_dtype=pl.String)
+    return best.with_columns(pl.coalesce(pl.lit(section), "section").alias("section"),
+                             pl.coalesce("label", pl.lit(label)).alias("label")).select(*METRIC_COLUMNS)
 
 
 def wide_metrics(metrics: pl.DataFrame, names: list[str]) -> pl.DataFrame:
