@@ -1,5 +1,6 @@
 """warehouse.duckdb: a DuckDB file whose views read exactly the committed Parquet files, for users'
-own DuckDB sessions (kwh itself builds its views in memory from the catalog).
+own DuckDB sessions and for kwh's readers, which attach it read-only when it is current (fast_read.py,
+open_published) and otherwise build their views in memory from the catalog.
 
 The promises, and how they are kept:
 - always openable and complete: it is built beside the old one, checked (every table and view is
