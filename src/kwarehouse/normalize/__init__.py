@@ -196,7 +196,7 @@ def merge_ordered_metrics(pages: list[pl.DataFrame]) -> pl.DataFrame:
     if rest:
         others = pl.concat(rest, how="vertical_relaxed")
         other_keys = keys.slice(first.height)
-        keep = other_keys.is_first_distinct() & ~other_keys.is_in(first_keys)
+        keep = other_keys.is_first_distinct() & ~other_keys.is_in(first_keys.implode())
         best.append(others.filter(keep))
         kept_keys.append(other_keys.filter(keep))
     best = pl.concat(best, how="vertical_relaxed")
