@@ -281,7 +281,7 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     for first in range(0, size, chunk):
         tools = ["kwh_jobs2"]
         if first < limits.baseline_max:    # the baselines' rates do not depend on the fleet's size
-            tools += ["polars", "duckdb", "pandas", "pandas_both", "duckdb_pivot"]
+            tools += [b for b in ("polars", "duckdb", "pandas", "pandas_both", "duckdb_pivot") if b in limits.baselines]
         if size <= limits.one_process_max:
             tools.insert(0, "kwh")
         if with_spark and size <= limits.spark_max:
@@ -320,6 +320,11 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
             row["cpu"][tool] += statistics.median(chunk_cpu[tool])
         shutil.rmtree(fleet)
     row["baseline_runs"] = min(size, limits.baseline_max)
+    if limits.ingest_only:
+        row["cli"] = cli_times(work / f"wh{size}", work, limits.cli_repeat)
+        for leftover in work.glob(f"wh{size}*"):
+            shutil.rmtree(leftover)
+        return row
     if size <= limits.uncompacted_max:
         seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
         row["queries_as_ingested"] = _json_line(out)
@@ -428,9 +433,9 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['runs']} | {r['input_mb']:,.0f} | {_cell(one, ',.0f')} | {two:,.0f} | "
             f"{_cell(two / one if one else None, '.2f', 'x')} | {r['input_mb'] / r['kwh_jobs2'][1]:.1f} | "
-            f"{polars:,.0f} | {_rate(r, 'duckdb'):,.0f} | {pandas:,.0f} | "
-            f"{_cell(one / polars if one else None, '.2f', 'x')}; {two / polars:.2f}x | "
-            f"{_cell(one / pandas if one else None, '.2f', 'x')}; {two / pandas:.2f}x | "
+            f"{_cell(polars, ',.0f')} | {_cell(_rate(r, 'duckdb'), ',.0f')} | {_cell(pandas, ',.0f')} | "
+            f"{_cell(one / polars if one and polars else None, '.2f', 'x')}; {_cell(two / polars if polars else None, '.2f', 'x')} | "
+            f"{_cell(one / pandas if one and pandas else None, '.2f', 'x')}; {_cell(two / pandas if pandas else None, '.2f', 'x')} | "
             f"{r['kwh'][2] if 'kwh' in r else 'not run'}; {r['kwh_jobs2'][2]} | {_cell(spark, ',.0f')} | "
             f"{r['baseline_runs']:,} |")
     return "\n".join(lines)
@@ -502,7 +507,7 @@ def ratio_table(rows: list[dict]) -> str:
         cells = []
         for r in sized:
             one, two, alt = _per_kernel(r, "kwh"), _per_kernel(r, "kwh_jobs2"), _per_kernel(r, tool)
-            cells.append(f"{_cell(one / alt if one else None, '.2f', 'x')}; {_cell(two / alt if two else None, '.2f', 'x')}")
+            cells.append(f"{_cell(one / alt if one and alt else None, '.2f', 'x')}; {_cell(two / alt if two and alt else None, '.2f', 'x')}")
         goal = f"<= {target:.1f}x" if target else "-"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {goal} |")
     cells = []
@@ -515,7 +520,7 @@ def ratio_table(rows: list[dict]) -> str:
     for r in sized:
         kwh_cpu = r["cpu"].get("kwh", 0) / r["kwh"][0] if "kwh" in r else None
         parts = [f"{tool} {kwh_cpu / (r['cpu'][tool] / r[tool][0]):.2f}x" if kwh_cpu else f"{tool} not run"
-                 for tool in ("pandas", "duckdb_pivot")]
+                 for tool in ("pandas", "duckdb_pivot") if tool in r]
         cells.append(", ".join(parts))
     lines.append("| the same by CPU seconds (user + system, all threads), 1 process: kwh / pandas, kwh / DuckDB PIVOT | "
                  + " | ".join(cells) + " | |")
@@ -559,10 +564,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every ingest (kwh and the baselines) this many times in turn and take the median "
                              "wall (fleets of one chunk)")
+    parser.add_argument("--baselines", default="polars,duckdb,pandas,pandas_both,duckdb_pivot",
+                        help="comma-separated baselines to run (default: all)")
+    parser.add_argument("--ingest-only", action="store_true",
+                        help="time the ingests and the CLI (on the warehouse as ingested), no compaction or query latency")
     parser.add_argument("--repeat-max", type=int, default=100, help="repeat only fleets of up to this many runs")
     parser.add_argument("--cli-repeat", type=int, default=5, help="fresh processes per CLI command timed (median)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    args.baselines = set(args.baselines.split(","))
     with_spark = not args.no_spark and spark_available()
     machine = (f"{platform.node()}: {os.cpu_count()} CPUs, "
                f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}")
@@ -578,13 +588,15 @@ def main() -> None:
             print(table(rows[-1:]), flush=True)
             print(ratio_table(rows[-1:]), flush=True)
             print(cli_table(rows[-1:]), flush=True)
-            print(query_table(rows[-1:]), flush=True)
+            if not args.ingest_only:
+                print(query_table(rows[-1:]), flush=True)
             text = (f"# kwarehouse benchmark\n\nMachine: {machine}. Fleet copied from: {origin}. "
                     f"Sizes: {args.sizes} runs "
                     f"(done: {', '.join(str(r['runs']) for r in rows)}). One run of bench/run.py.\n\n"
                     f"## Ingest\n\n{table(rows)}\n\n## kwh / alternative (wall, median)\n\n{ratio_table(rows)}\n\n"
-                    f"## CLI start-up and one view end to end\n\n{cli_table(rows)}\n\n## Queries\n\n{query_table(rows)}\n\n"
-                    f"## Query latency per view and query\n\n{latency_table(rows)}\n")
+                    f"## CLI start-up and one view end to end\n\n{cli_table(rows)}\n\n"
+                    + ("" if args.ingest_only else f"## Queries\n\n{query_table(rows)}\n\n"
+                       f"## Query latency per view and query\n\n{latency_table(rows)}\n"))
             if args.results:   # after every size, so a long run that is stopped keeps what it measured
                 args.results.write_text(text)
     print("\n" + text)
