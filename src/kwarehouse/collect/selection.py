@@ -9,7 +9,8 @@ PyTorch trace or an nsys summary never equals ncu's. Every instantiation of a se
 function is therefore profiled; the manifest lists the selected function names and the full names
 discovery saw.
 
-The regex (for `ncu --kernel-name-base demangled --kernel-name regex:...`) anchors each function name
+The regex (kwh hot-kernels prints it; kwh profile hands ncu the same functions as function_regex, on
+--kernel-name-base function: profile._kernel_filter says why) anchors each function name
 at the start of the demangled name, after an optional return type and namespace qualifiers, and before
 its template arguments or parameters (it reads the same as a full or a partial match), so `elementwise_kernel` never matches `vectorized_elementwise_kernel`
 nor a kernel that merely takes it as a template argument. Names are escaped with re.escape, and the
