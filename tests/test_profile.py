@@ -560,3 +560,18 @@ def test_hot_kernels_fleet_and_per_model(profiled_warehouse):
     con.close()
     result = CliRunner().invoke(main, ["-w", str(profiled_warehouse.root), "hot-kernels", "--model", "nope"])
     assert _one_error_line(result) == "Error: no kernels of model nope in the warehouse; kwh summary lists the models"
+
+
+def test_profiled_launches_are_named_by_the_raw_page():
+    """ncu's progress lines named cuDNN's convolutions one launch late (--kernel-name-base demangled, H100,
+    regex:^(first_layer|gemm64)$); the raw page of the same report names them by what ran (grids agree)."""
+    folder = RUNS / "ncu_log_names_shifted"
+    short = lambda name: "first_layer" if "image_first_layer" in name else "gemm64"  # noqa: E731
+    from_log = profile._profiled(folder / "ncu.log")
+    assert [short(p["kernel"]) for p in from_log] == ["first_layer", "first_layer", "gemm64", "gemm64"]
+    named = profile._profiled(folder / "ncu.log", folder / "conv_net.raw.csv")
+    assert [short(p["function"]) for p in named] == ["first_layer", "gemm64", "gemm64", "gemm64"]
+    assert [p["passes"] for p in named] == [1, 1, 1, 1]
+    with (folder / "conv_net.raw.csv").open(encoding="utf-8") as handle:
+        grids = [row["Grid Size"] for row in csv.DictReader(handle) if row["ID"].isdigit()]
+    assert grids == ["(2, 7, 32)", "(15, 8, 1)", "(15, 8, 1)", "(110, 1, 1)"]

@@ -184,7 +184,7 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
         (dirs["ncu"] / "ncu_version.txt").write_text(version, encoding="utf-8")
         run_facts["ncu_version"] = next((l.split("Version", 1)[1].strip().split(" ")[0]
                                          for l in version.splitlines() if "Version" in l), None)
-    profiled = _profiled(dirs["logs"] / "ncu.log")
+    profiled = _profiled(dirs["logs"] / "ncu.log", dirs["ncu"] / f"{model}.raw.csv")
     run_facts["profiled_kernels"] = profiled
     if chosen is not None and options.invocation is None:
         notes += _compare(chosen, profiled, run_facts)
@@ -423,8 +423,12 @@ def _stop_sampler(sampler: subprocess.Popen | None) -> None:
         sampler.wait()
 
 
-def _profiled(log: Path) -> list[dict]:
-    """The launches ncu profiled, from its `==PROF== Profiling "NAME" - N: 0%....100% - P passes` lines."""
+def _profiled(log: Path, raw: Path | None = None) -> list[dict]:
+    """The launches ncu profiled, from its `==PROF== Profiling "NAME" - N: 0%....100% - P passes` lines, each
+    named as the raw page names it where that page holds the same number of launches: ncu's progress lines
+    can name a launch after the one before it (on the H100, with --kernel-name-base demangled, cuDNN's
+    convolutions came out as [first_layer, first_layer, gemm64, gemm64] where the report of the same run
+    held first_layer, gemm64, gemm64, gemm64 by grid: tests/data/profile-h100/ncu_log_names_shifted)."""
     found = []
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []:
         # `"saxpy" - 0: 0%...100% - 10 passes`, or with --kernel-id `"1:7:saxpy:2": ...` (context:stream:name:invocation)
@@ -436,7 +440,24 @@ def _profiled(log: Path) -> list[dict]:
                 name = ":".join(parts[2:-1])
             found.append({"kernel": name, "function": selection.function_name(name),
                           "launch": int(launch) if launch else None, "passes": int(match.group(3))})
+    names = _raw_page_names(raw) if raw is not None else None
+    if names is not None and len(names) == len(found):
+        for launch, name in zip(found, names):
+            launch["kernel"], launch["function"] = name, selection.function_name(name)
     return found
+
+
+def _raw_page_names(raw: Path) -> list[str] | None:
+    """The Kernel Name of each launch of an ncu raw CSV page, in ID order (None when unreadable)."""
+    import csv
+    try:
+        with raw.open(encoding="utf-8", newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if (row.get("ID") or "").isdigit()]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if not rows or any(row.get("Kernel Name") is None for row in rows):
+        return None
+    return [row["Kernel Name"] for row in sorted(rows, key=lambda row: int(row["ID"]))]
 
 
 def _compare(chosen: selection.Selection, profiled: list[dict], run_facts: dict) -> list[str]:
