@@ -179,7 +179,9 @@ def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_pat
     manifest = json.loads((llama / "manifest.ncu.json").read_text())
     (llama / "manifest.ncu.json").write_text(json.dumps({**manifest, "model": "gpt2"}))   # gpt2's partition
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", llama], warehouse)
+    # two ingests: one ingest writes the runs of a partition into one file (a batch); compaction merges files
+    pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    pipeline.ingest([llama], warehouse)
     for path in warehouse.committed_files("metrics"):
         names = pq.read_table(path, columns=["metric"])["metric"].to_pylist()
         assert names == sorted(names)
