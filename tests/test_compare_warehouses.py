@@ -34,9 +34,11 @@ def test_a_lost_row_and_a_changed_value_are_differences(pristine_warehouse, tmp_
     # floats compare exactly
     part = next((copy / "kernels").rglob("*.parquet"))
     changed_file = tmp_path / "changed.parquet"
-    duckdb.execute(f"COPY (SELECT * REPLACE (nextafter(duration_ns, 1e300) AS duration_ns) FROM read_parquet('{part}') "
-                   f"WHERE launch_id > (SELECT min(launch_id) FROM read_parquet('{part}'))) TO '{changed_file}' (FORMAT parquet)")
-    rows = duckdb.execute(f"SELECT count(*) FROM read_parquet('{part}')").fetchone()[0]
+    # a connection of its own: a result left on DuckDB's default connection breaks later tests that use it
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * REPLACE (nextafter(duration_ns, 1e300) AS duration_ns) FROM read_parquet('{part}') "
+                    f"WHERE launch_id > (SELECT min(launch_id) FROM read_parquet('{part}'))) TO '{changed_file}' (FORMAT parquet)")
+        rows = con.execute(f"SELECT count(*) FROM read_parquet('{part}')").fetchall()[0][0]
     for linked in copy.rglob(part.name):     # the table folder and _files/ hold links of one file
         linked.unlink()
         shutil.copy(changed_file, linked)
