@@ -1,25 +1,30 @@
-"""Timeline ingest against its floors: PyTorch traces and nsys SQLite exports (issue 23).
+"""Timeline ingest against its floors: PyTorch traces, nsys SQLite exports and nsys stats CSV (issue 23).
 
-For each file, the best of --repeat runs, in this process:
+For each file, the median of --repeat runs in this process, wall and CPU (process_time) seconds:
   kwh        what ingest does with the file: ingest.sniff (which reader) + ingest.read_with (the reader)
   floor      traces: json.loads of the whole file + a pyarrow table of its GPU events (what a user's
              script does); msgspec: the same with msgspec.json.decode (the fastest parser installed).
              nsys: one SQL query per table kwh reads (kernels with their names, memcpy, memset, the
              CUDA calls, NVTX events) fetched into pyarrow tables.
-and kwh / floor. With --big-trace MB, a DERIVED trace of that size (the first trace's events repeated
+             nsys stats CSV: the csv module over every line, each report block (a run of rows as wide
+             as its header) into a pyarrow table of its cells.
+and kwh / floor by wall and by CPU. With --big-trace MB, a DERIVED trace of that size (the first trace's events repeated
 under one traceEvents array, each copy shifted later in time with its own External id / correlation
 numbers) is read in child processes, to compare peak memory (ru_maxrss) and time of json.loads and
-of kwh's reader. With --nsys-copies N, a DERIVED nsys export (the first SQLite's activity, runtime and
+of kwh's reader (and msgspec + Arrow). With --nsys-copies N, a DERIVED nsys export (the first SQLite's activity, runtime and
 NVTX rows repeated N times, shifted likewise) is added. Derived files live in a temporary folder only.
 
     .venv/bin/python bench/timelines.py                       # tests/data traces and nsys exports
     .venv/bin/python bench/timelines.py /tmp/corpus/a/*/trace.json ../shared/public-samples/*.sqlite \\
         --big-trace 500 --nsys-copies 2000
+    .venv/bin/python bench/timelines.py --stats      # adds tests/data's nsys stats CSV files to the defaults
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import re
 import resource
@@ -28,6 +33,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import statistics
 import time
 from pathlib import Path
 
@@ -40,16 +46,19 @@ from kwarehouse.ingest.nsys_sqlite import connect_read_only
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INPUTS = sorted(ROOT.glob("tests/data/torch-trace-*/trace.json")) + sorted(
     p for p in ROOT.glob("tests/data/nsys-sqlite-*/*.sqlite"))
+STATS_INPUTS = sorted(ROOT.glob("tests/data/nsys-stats-*/*.csv"))
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
-def best(function, repeat: int) -> float:
-    times = []
+def timed(function, repeat: int) -> tuple[float, float]:
+    """Median wall and median CPU seconds of `repeat` calls (a shared machine stretches walls; CPU less)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def gpu_table(trace: dict) -> pa.Table:
@@ -92,6 +101,24 @@ def floor_nsys(path: Path) -> list[pa.Table]:
         con.close()
 
 
+def floor_stats(path: Path) -> list[pa.Table]:
+    """Every line through the csv module; each run of rows as wide as the row before it (its header)
+    becomes one pyarrow table of text cells."""
+    tables, header, cells = [], None, []
+
+    def flush():
+        if header is not None and cells:
+            tables.append(pa.table({f"{i}:{name}": column for i, (name, column) in enumerate(zip(header, zip(*cells)))}))
+    for row in csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))):
+        if header is not None and len(row) == len(header):
+            cells.append(row)
+            continue
+        flush()
+        header, cells = (row, []) if len(row) > 2 else (None, [])
+    flush()
+    return tables
+
+
 def kwh(path: Path):
     reader = ingest.sniff(path)
     return ingest.read_with(reader, path)
@@ -102,13 +129,18 @@ def measure(paths: list[Path], repeat: int) -> list[dict]:
     for path in paths:
         result = kwh(path)           # warm: imports, page cache
         timeline = result.timeline.height if result.timeline is not None else 0
-        row = {"file": str(path), "format": result.format, "MB": path.stat().st_size / 1e6, "rows": timeline,
-               "kwh_ms": best(lambda: kwh(path), repeat) * 1e3}
+        if timeline == 0:
+            timeline = sum(frame.height for frame in (result.summaries, result.nvtx_summaries, *result.tables.values())
+                           if frame is not None)
+        row = {"file": str(path), "format": result.format, "MB": path.stat().st_size / 1e6, "rows": timeline}
+        row["kwh_ms"], row["kwh_cpu_ms"] = (1e3 * t for t in timed(lambda: kwh(path), repeat))
         if result.format == "torch-trace":
-            row["floor_ms"] = best(lambda: floor_json(path), repeat) * 1e3
-            row["msgspec_floor_ms"] = best(lambda: floor_msgspec(path), repeat) * 1e3
+            floor = floor_json
+            row["msgspec_floor_ms"], row["msgspec_floor_cpu_ms"] = (1e3 * t for t in timed(
+                lambda: floor_msgspec(path), repeat))
         else:
-            row["floor_ms"] = best(lambda: floor_nsys(path), repeat) * 1e3
+            floor = floor_nsys if result.format == "nsys-sqlite" else floor_stats
+        row["floor_ms"], row["floor_cpu_ms"] = (1e3 * t for t in timed(lambda: floor(path), repeat))
         rows.append(row)
     return rows
 
@@ -157,12 +189,10 @@ def derive_nsys(source: Path, target: Path, copies: int) -> None:
 def child(kind: str, path: Path) -> None:
     """One measurement in a fresh process: seconds and peak RSS, as JSON on stdout."""
     start = time.perf_counter()
-    if kind == "json":
-        floor_json(path)
-    else:
-        kwh(path)
-    print(json.dumps({"seconds": time.perf_counter() - start,
-                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    {"json": floor_json, "msgspec": floor_msgspec, "kwh": kwh}[kind](path)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                      "peak_mb": usage.ru_maxrss / 1024}))
 
 
 def in_child(kind: str, path: Path) -> dict:
@@ -176,13 +206,14 @@ def main() -> None:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--big-trace", type=float, metavar="MB", help="also a derived trace of about MB megabytes")
+    parser.add_argument("--stats", action="store_true", help="add tests/data's nsys stats CSV files to the defaults")
     parser.add_argument("--nsys-copies", type=int, metavar="N", help="also a derived nsys export, N times the first")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
         child(options.child[0], Path(options.child[1]))
         return
-    paths = options.files or DEFAULT_INPUTS
+    paths = options.files or DEFAULT_INPUTS + (STATS_INPUTS if options.stats else [])
     with tempfile.TemporaryDirectory(prefix="kwh-bench-timelines-") as folder:
         sqlites = [p for p in paths if p.suffix == ".sqlite"]
         if options.nsys_copies and sqlites:
@@ -190,23 +221,28 @@ def main() -> None:
             derive_nsys(sqlites[0], derived, options.nsys_copies)
             paths = [*paths, derived]
         rows = measure(paths, options.repeat)
-        print("| file | format | MB | timeline rows | kwh ms | floor ms | kwh / floor | msgspec floor ms | kwh / msgspec floor |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"median of {options.repeat}; CPU = process_time")
+        print("| file | format | MB | rows | kwh ms | kwh CPU ms | floor ms | floor CPU ms | kwh / floor | "
+              "kwh / floor CPU | msgspec floor ms | kwh / msgspec floor |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for row in rows:
-            extra = (f"{row['msgspec_floor_ms']:.1f} | {row['kwh_ms'] / row['msgspec_floor_ms']:.2f}"
+            extra = (f"{row['msgspec_floor_ms']:.2f} | {row['kwh_ms'] / row['msgspec_floor_ms']:.2f}"
                      if "msgspec_floor_ms" in row else "- | -")
-            print(f"| {row['file']} | {row['format']} | {row['MB']:.2f} | {row['rows']} | {row['kwh_ms']:.1f} | "
-                  f"{row['floor_ms']:.1f} | {row['kwh_ms'] / row['floor_ms']:.2f} | {extra} |")
+            print(f"| {row['file']} | {row['format']} | {row['MB']:.2f} | {row['rows']} | {row['kwh_ms']:.2f} | "
+                  f"{row['kwh_cpu_ms']:.2f} | {row['floor_ms']:.2f} | {row['floor_cpu_ms']:.2f} | "
+                  f"{row['kwh_ms'] / row['floor_ms']:.2f} | {row['kwh_cpu_ms'] / max(row['floor_cpu_ms'], 1e-9):.2f} | "
+                  f"{extra} |")
         traces = [p for p in paths if p.suffix == ".json"]
         if options.big_trace and traces:
             big = Path(folder) / "big-trace.json"
             derive_trace(traces[0], big, options.big_trace)
             print(f"\nDERIVED trace of {big.stat().st_size / 1e6:.0f} MB from {traces[0]} (one process each):")
-            print("| reader | seconds | peak RSS MB |")
-            print("|---|---|---|")
-            for kind, label in (("json", "json.loads + Arrow (floor)"), ("kwh", "kwh sniff + read")):
+            print("| reader | seconds | CPU seconds (process) | peak RSS MB |")
+            print("|---|---|---|---|")
+            for kind, label in (("json", "json.loads + Arrow (floor)"), ("msgspec", "msgspec + Arrow (floor)"),
+                                ("kwh", "kwh sniff + read")):
                 found = in_child(kind, big)
-                print(f"| {label} | {found['seconds']:.1f} | {found['peak_mb']:.0f} |")
+                print(f"| {label} | {found['seconds']:.1f} | {found['cpu_seconds']:.1f} | {found['peak_mb']:.0f} |")
 
 
 if __name__ == "__main__":
