@@ -89,6 +89,8 @@ class Block:
     lines: list[int]          # file line of each row
     default_unit: str | None = None   # unit of unit-less columns (old console titles: "(nanoseconds)", "(KiB)")
     announced: bool = False           # nsys named the report (Processing/Executing/title line)
+    # base column name -> (index, factor to ns or bytes), made at the first lookup (_scaled)
+    scales: dict[str, tuple[int, float]] | None = field(default=None, init=False, repr=False, compare=False)
 
 
 def column_name(name: str) -> tuple[str, str | None]:
@@ -285,13 +287,17 @@ def _add(path: Path, block: Block, frames: Frames) -> None:
 
 
 def _scaled(block: Block, name: str) -> tuple[int | None, float]:
-    """Index of a column by base name, and the factor that turns its values into ns (or bytes)."""
-    for index, column in enumerate(block.header):
-        base_name, unit = column_name(column)
-        if base_name == name:
-            unit = unit or block.default_unit or "ns"
-            return index, TIME_UNITS.get(unit, SIZE_UNITS.get(unit, 1.0))
-    return None, 1.0
+    """Index of a column by base name (the first of that name), and the factor that turns its values
+    into ns (or bytes). Every cell is looked up by name: the header is parsed once per block, not once
+    per cell (that was 90 % of reading a 134-row cuda_gpu_trace)."""
+    if block.scales is None:
+        block.scales = {}
+        for index, column in enumerate(block.header):
+            base_name, unit = column_name(column)
+            if base_name not in block.scales:
+                unit = unit or block.default_unit or "ns"
+                block.scales[base_name] = (index, TIME_UNITS.get(unit, SIZE_UNITS.get(unit, 1.0)))
+    return block.scales.get(name, (None, 1.0))
 
 
 @dataclass
