@@ -63,3 +63,28 @@ def test_the_timelines_bench_runs_at_its_smallest_size(tmp_path, capsys, monkeyp
     bench.main()
     out = capsys.readouterr().out
     assert "| torch-trace |" in out and "derived-x2.sqlite | nsys-sqlite |" in out
+
+
+STATS_CAPTURES = sorted(DATA.glob("nsys-stats-derived-*/stats_stdout.csv"))
+
+
+@pytest.mark.parametrize("capture", STATS_CAPTURES, ids=lambda p: p.parent.name)
+def test_a_stats_gpu_trace_reads_alike_column_by_column_and_row_by_row(capture):
+    from kwarehouse.ingest import nsys_stats_csv
+    lines = nsys_stats_csv.read_text(capture, "nsys stats output")
+    traces = [b for b in NsysStatsCsv()._blocks(capture, lines) if b.report == "cuda_gpu_trace"]
+    assert traces
+    for block in traces:
+        assert nsys_stats_csv._trace_by_column(block).equals(nsys_stats_csv._trace_by_row(capture, block))
+
+
+def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):
+    # the column-wise path hands a block with a bad cell to the row-by-row one, which names the first
+    # bad cell in row order: here row 21's Ctx, although a later row's Start is bad too
+    lines = (DATA / "nsys-stats-derived-a100/stats_stdout.csv").read_text().splitlines(keepends=True)
+    lines[20] = lines[20].replace(",1,,7,", ",one,,7,")
+    lines[22] = "x" + lines[22]
+    path = tmp_path / "stats_stdout.csv"
+    path.write_text("".join(lines))
+    with pytest.raises(InputError, match=r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)"):
+        ingest.read(path)
