@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, runmeta, schema
 from kwarehouse.errors import InputError, KwhError, display_path, first_line
-from kwarehouse.ingest import gzipped
+from kwarehouse.ingest import gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
@@ -430,7 +430,8 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         report.skipped.append((display_path(path), readers.unclaimed_reason(path)))
         return None
     before = _file_state(path)
-    sha = sha256_of(path)
+    data = _bytes_for(reader, path, before[0])
+    sha = hashlib.sha256(data).hexdigest() if data is not None else sha256_of(path)
     if sha in seen:
         report.skipped.append((display_path(path), "same content as another file in this ingest"))
         return None
@@ -440,7 +441,8 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         return None
     supersedes = _partial_copy_of(path, before[0], earlier(stored_path(path))) if earlier else None
     folder = path.parent.absolute()
-    result = readers.read_with(reader, path)
+    result = readers.read_with(reader, path, data)
+    del data
     if result.gpu_name:
         result.gpu_name = check_name("gpu", result.gpu_name, path)
     if _file_state(path) != before:
@@ -457,6 +459,16 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         raise InputError(path, f"its run manifest is unusable: {meta}")
     seen.add(sha)   # only now: a copy of this file beside a usable manifest must still go in
     return _Source(result, sha, meta, folder, before[0], supersedes)
+
+
+def _bytes_for(reader, path: Path, size: int) -> bytes | None:
+    """The file's bytes, read once for both its hash and its reader, where the reader parses bytes
+    (the ncu CSV pages) and the file is plain and small enough to hold; else None (hashed and read
+    separately, in chunks)."""
+    if not getattr(reader, "takes_bytes", False) or size > ncu_csv.MAX_LINE_BYTES:
+        return None
+    data = path.read_bytes()
+    return None if gzipped.is_gzip(data[:2]) else data
 
 
 def stored_path(path: Path) -> str:

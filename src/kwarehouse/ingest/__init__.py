@@ -133,13 +133,18 @@ def read(path: Path, format: str | None = None) -> ReadResult:
     return read_with(reader, path)
 
 
-def read_with(reader: Reader, path: Path) -> ReadResult:
+def read_with(reader: Reader, path: Path, data: bytes | None = None) -> ReadResult:
     """reader.read(path), where anything a reader did not foresee in a malformed file becomes an
     InputError naming the file: bad input never escapes as another exception. A gzip-compressed file
-    is decompressed first (ingest.gzipped)."""
-    if not isinstance(reader, gzipped.Gzipped) and _is_gzip_file(path):
+    is decompressed first (ingest.gzipped). data: the file's bytes where the caller read them already
+    (ingest, for their hash), given to a reader that parses bytes (takes_bytes) instead of reading
+    the file again."""
+    if not isinstance(reader, gzipped.Gzipped) and (gzipped.is_gzip(data[:2]) if data is not None
+                                                     else _is_gzip_file(path)):
         reader = gzipped.Gzipped(reader)
     try:
+        if data is not None and getattr(reader, "takes_bytes", False):
+            return reader.read(path, data)
         return reader.read(path)
     except KwhError:
         raise

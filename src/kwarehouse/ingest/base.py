@@ -65,6 +65,21 @@ def most_used(names: list) -> str | None:
     return min(name for name, count in counts.items() if count == most)
 
 
+# Below this many rows polars builds a frame faster from rows than from columns (28 columns: 8 rows
+# 0.09 against 0.21 ms, 450 rows 1.56 against 0.42 ms); a frame from a dict of lists costs more than
+# either (0.28 / 0.54 ms).
+ROW_WISE_BELOW = 64
+
+
+def frame_of_rows(rows: list[tuple], columns: dict, first: int = 0) -> pl.DataFrame:
+    """A frame of these columns from rows of values in their order, starting at field `first`."""
+    if len(rows) < ROW_WISE_BELOW:
+        return pl.DataFrame([row[first:] for row in rows] if first else rows, schema=columns, orient="row")
+    values = list(zip(*rows))[first:]
+    return pl.DataFrame([pl.Series(name, column, dtype=dtype)
+                         for (name, dtype), column in zip(columns.items(), values)])
+
+
 _EMPTY: dict[int, tuple[dict, pl.DataFrame]] = {}
 
 
@@ -111,7 +126,8 @@ class Reader(Protocol):
         """True when `head` (the file's first bytes) looks like this reader's format."""
 
     def read(self, path: Path) -> ReadResult:
-        """Parse the whole file; raise InputError naming the file (and line) when it cannot."""
+        """Parse the whole file; raise InputError naming the file (and line) when it cannot. A reader
+        with takes_bytes = True also takes read(path, data): the file's bytes, already read."""
 
 
 # The most bytes a reader takes into memory from one file (text exports are parsed whole, and use a

@@ -78,22 +78,13 @@ class NcuTable:
     header_line: int
 
 
-def read_table(path: Path) -> NcuTable:
-    """Parse the CSV table of an ncu export, every cell as text (None where a row was short)."""
-    try:
-        size = path.stat().st_size
-        base.refuse_oversized(path, size)
-        # One bounded pass first: a giant line (garbage after a valid header) is refused before the
-        # file is read into memory. A file no longer than the limit cannot hold such a line.
-        if size > MAX_LINE_BYTES:
-            scan = base.scan_lines(path, stop_above=MAX_LINE_BYTES)
-            if scan.longest > MAX_LINE_BYTES:
-                raise InputError(path, f"a {scan.longest >> 20} MB line; no ncu export has rows like it "
-                                 "(corrupt file, or not an ncu CSV)", line=scan.longest_line)
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
-    if not data.strip():
+def read_table(path: Path, data: bytes | None = None) -> NcuTable:
+    """Parse the CSV table of an ncu export, every cell as text (None where a row was short).
+    data: the file's bytes, where the caller read them already (ingest hashes them first); only a
+    file no longer than MAX_LINE_BYTES comes so (a longer one is scanned before it is read)."""
+    if data is None or len(data) > MAX_LINE_BYTES:
+        data = _read_bounded(path)
+    if not data or data.isspace():
         raise InputError(path, "file is empty; expected an ncu CSV export (ncu --csv --page raw|details)")
     data = data.removeprefix(b"\xef\xbb\xbf")
     start = find_header(data)
@@ -129,6 +120,23 @@ def read_table(path: Path) -> NcuTable:
     line_numbers = [line_numbers[i] for i in kept]
     del lines, table
     return NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, refusing first a file too large to read or holding a giant line."""
+    try:
+        size = path.stat().st_size
+        base.refuse_oversized(path, size)
+        # One bounded pass first: a giant line (garbage after a valid header) is refused before the
+        # file is read into memory. A file no longer than the limit cannot hold such a line.
+        if size > MAX_LINE_BYTES:
+            scan = base.scan_lines(path, stop_above=MAX_LINE_BYTES)
+            if scan.longest > MAX_LINE_BYTES:
+                raise InputError(path, f"a {scan.longest >> 20} MB line; no ncu export has rows like it "
+                                 "(corrupt file, or not an ncu CSV)", line=scan.longest_line)
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
 
 
 # A line of ncu's log ("==PROF==") or of nothing but blanks: the slow path drops such lines. (One

@@ -24,14 +24,15 @@ RULE_FIELDS = {
 
 
 class NcuDetailsCsv:
+    takes_bytes: ClassVar[bool] = True   # read(path, data): parses bytes ingest already read
     name: ClassVar[str] = "ncu-details-csv"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         columns = ncu_csv.header_columns(head)
         return bool(columns) and "Metric Name" in columns and "Metric Value" in columns
 
-    def read(self, path: Path) -> ReadResult:
-        table = ncu_csv.read_table(path)
+    def read(self, path: Path, data: bytes | None = None) -> ReadResult:
+        table = ncu_csv.read_table(path, data)
         ncu_csv.require_columns(
             path, table, ["ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value"],
             "was it exported with ncu --import REPORT --csv --page details?")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import polars as pl
 
 from kwarehouse.errors import InputError
@@ -14,14 +15,15 @@ from kwarehouse.normalize.units import to_base
 
 
 class NcuRawCsv:
+    takes_bytes: ClassVar[bool] = True   # read(path, data): parses bytes ingest already read
     name: ClassVar[str] = "ncu-raw-csv"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         columns = ncu_csv.header_columns(head)
         return bool(columns) and "Kernel Name" in columns and "Metric Name" not in columns
 
-    def read(self, path: Path) -> ReadResult:
-        table = ncu_csv.read_table(path)
+    def read(self, path: Path, data: bytes | None = None) -> ReadResult:
+        table = ncu_csv.read_table(path, data)
         ncu_csv.require_columns(path, table, ["ID", "Kernel Name"],
                                 "was it exported with ncu --import REPORT --csv --page raw?")
         frame = table.frame.with_row_index("_row")
@@ -41,15 +43,7 @@ class NcuRawCsv:
             raise InputError(path, 'kernel row without a numeric "ID"', line=table.row_lines[index + 1])
         units_of = dict(zip(units_row.columns, units_row.row(0)))
         units = {name: units_of[name] or "" for name in metric_names}
-        metrics = (
-            launches_rows.select(pl.col("ID").cast(pl.Int64).alias("launch_id"), *metric_names)
-            .unpivot(index="launch_id", on=metric_names, variable_name="metric", value_name="value_text")
-            .with_columns(
-                pl.lit(None, dtype=pl.String).alias("section"),
-                pl.col("metric").replace_strict(units, return_dtype=pl.String).alias("unit"),
-            )
-            .select("launch_id", "section", "metric", "unit", "value_text")
-        )
+        metrics = long_metrics(launches_rows, metric_names, units)
         ncu_csv.reject_locale_numbers(path, metrics["value_text"])
         gpu = None
         if "device__attribute_display_name" in frame.columns:
@@ -58,3 +52,21 @@ class NcuRawCsv:
         return ReadResult(path=path, format=self.name, page="raw", launches=launches, metrics=metrics,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), gpu_name=gpu,
                           base_units=all(to_base(u)[1] == 1.0 for u in set(units.values())))
+
+
+def long_metrics(rows: pl.DataFrame, metric_names: list[str], units: dict[str, str]) -> pl.DataFrame:
+    """The page's metric cells as long rows (launch_id, section, metric, unit, value_text), metric by
+    metric in column order and launch by launch within one: what unpivot gives, built from the
+    columns directly (a page has ~800 metric columns: naming each in a polars expression, and mapping
+    ~90,000 metric names to their units, cost more than the cells)."""
+    launches, count = rows.get_column("ID").cast(pl.Int64), rows.height
+    column_of_row = np.repeat(np.arange(len(metric_names)), count)
+    return pl.DataFrame({
+        "launch_id": np.tile(launches.to_numpy(), len(metric_names)) if count else launches.clear(),
+        "section": pl.repeat(None, count * len(metric_names), dtype=pl.String, eager=True),
+        "metric": pl.Series(metric_names, dtype=pl.String).gather(column_of_row),
+        "unit": pl.Series([units[name] for name in metric_names], dtype=pl.String).gather(column_of_row),
+        "value_text": pl.concat([rows.get_column(name) for name in metric_names]) if metric_names
+        else pl.Series([], dtype=pl.String),
+    }, schema={"launch_id": pl.Int64, "section": pl.String, "metric": pl.String, "unit": pl.String,
+               "value_text": pl.String})
