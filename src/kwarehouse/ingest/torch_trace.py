@@ -135,6 +135,8 @@ class TorchTrace:
 
 
 def _int(value) -> int | None:
+    if value.__class__ is int:    # what nearly every value is (a bool is not int here)
+        return value
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -154,7 +156,8 @@ def _ns(path: Path, event: dict, key: str) -> int:
 
 def _dims(value) -> tuple:
     if isinstance(value, list) and len(value) == 3:
-        return tuple(_int(v) for v in value)
+        x, y, z = value
+        return (_int(x), _int(y), _int(z))
     return (None, None, None)
 
 
@@ -325,7 +328,8 @@ class _Streamed:
 
     def __init__(self):
         self.gpu: list[tuple[int, str, _Event]] = []
-        self.ops: dict[int, tuple] = {}   # External id -> (name, Input Dims, Input type, Concrete Inputs)
+        # External id -> (name, Input Dims, Input type, Concrete Inputs): the lists as their JSON text
+        self.ops: dict[int, tuple[Any, bytes, bytes, bytes]] = {}
         self.op_durations: dict[int, Decimal] = {}
         self.calls: dict[int, tuple] = {}  # correlation -> (pid, tid, ts) of the first CUDA call
         self.ranges: dict[tuple, list[tuple[Decimal, Decimal, str, bool]]] = {}
@@ -342,8 +346,7 @@ class _Streamed:
             with open(path, "rb") as handle:
                 rows = cls()._read(handle).rows(path)
             rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
-            columns = list(zip(*rows)) or [()] * (len(TIMELINE_COLUMNS) + 1)
-            return pl.DataFrame(dict(zip(TIMELINE_COLUMNS, columns[1:])), schema=TIMELINE_COLUMNS)
+            return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1)
         except _NotStreamable:
             raise
         except _DECODE_ERRORS as exc:
@@ -415,19 +418,26 @@ class _Streamed:
                     external = args.external_id
                     external = external if external.__class__ is int else _int(external)
                     if external is not None:
-                        duration = Decimal(event.dur or 0)
+                        duration = event.dur
+                        if duration.__class__ is not Decimal:   # the decoder's Decimals are used as they are
+                            duration = Decimal(duration or 0)
                         if external not in ops or duration < durations[external]:
                             durations[external] = duration
-                            ops[external] = (_get(event.name), args.input_dims.copy(), args.input_type.copy(),
-                                             args.concrete_inputs.copy())
-                if event.ph == "X" and event.dur is not None:
-                    start = _decimal(event.ts)
+                            ops[external] = (_get(event.name), bytes(args.input_dims), bytes(args.input_type),
+                                             bytes(args.concrete_inputs))
+                duration = event.dur
+                if event.ph == "X" and duration is not None:
+                    start = event.ts
+                    if start.__class__ is not Decimal:
+                        start = _decimal(start)
                     ranges.setdefault((event.pid, event.tid), []).append(
-                        (start, start + Decimal(event.dur), _name(event), category == "user_annotation"))
+                        (start, start + (duration if duration.__class__ is Decimal else Decimal(duration)),
+                         _name(event), category == "user_annotation"))
             elif category in RUNTIME_CATEGORIES:
                 correlation = _int((event.args or NO_ARGS).correlation)
                 if correlation is not None and correlation not in calls:
-                    calls[correlation] = (event.pid, event.tid, _decimal(event.ts))
+                    start = event.ts
+                    calls[correlation] = (event.pid, event.tid, start if start.__class__ is Decimal else _decimal(start))
         self.count += len(events)
 
     def rows(self, path: Path) -> list[tuple]:
@@ -435,6 +445,9 @@ class _Streamed:
         rows = []
         stacks = self._stacks()
         ops, calls, devices, base_ns = self.ops, self.calls, self.devices, self.base_ns
+        # an op's texts by its JSON text: layer after layer repeats the same shapes and types
+        shapes: dict[bytes, str | None] = {}
+        listed: dict[bytes, str | None] = {}
         for order, activity, event in self.gpu:
             args = event.args or NO_ARGS
             start, duration = _ns_of(path, event, event.ts, "ts"), _ns_of(path, event, event.dur, "dur")
@@ -445,14 +458,23 @@ class _Streamed:
             call = calls.get(correlation)
             device = _int(args.device)
             context = stacks[correlation] if call else (None, None)   # nvtx_path, nvtx_range
-            dims, types, scalars = (_value(op[1]), _value(op[2]), _value(op[3])) if op else (None, None, None)
+            if op:
+                name, dims, types, scalars = op
+                if dims not in shapes:
+                    value = _value(dims)
+                    shapes[dims] = str(value) if value is not None else None
+                if types not in listed:
+                    listed[types] = _listed(_value(types))
+                if scalars not in listed:
+                    listed[scalars] = _listed(_value(scalars))
+                name, dims, types, scalars = name, shapes[dims], listed[types], listed[scalars]
+            else:
+                name = dims = types = scalars = None
             values = (order, activity, device, devices.get(device), _int(args.context), _int(args.stream),
                       _int(call[0]) if call else None, correlation, base_ns + start, duration,
                       grid[0], grid[1], grid[2], block[0], block[1], block[2], _int(args.registers_per_thread),
                       _int(args.shared_memory), _int(args.bytes), _name(event), None, None,
-                      op[0] if op else None, str(dims) if dims is not None else None,
-                      context[0], context[1],
-                      external if op else None, _listed(types), _listed(scalars))
+                      name, dims, context[0], context[1], external if op else None, types, scalars)
             rows.append(values)
         return rows
 
@@ -508,12 +530,14 @@ def _decimal(value) -> Decimal:
 _VALUE = msgspec.json.Decoder(float_hook=Decimal)
 
 
-def _value(raw: msgspec.Raw):
+def _value(raw: bytes):
     """A kept JSON text as json.loads(parse_float=Decimal) gives it; None where the key was missing."""
     return _VALUE.decode(raw) if len(raw) else None
 
 
 def _ns_of(path: Path, event: _Event, value, key: str) -> int:
+    if value.__class__ is Decimal:     # what the decoder makes of "ts": 4538165478815.317
+        return int(value * 1000)
     try:
         return int(Decimal(_get(value)) * 1000)
     except (TypeError, InvalidOperation):
