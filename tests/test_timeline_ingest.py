@@ -88,3 +88,30 @@ def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):
     path.write_text("".join(lines))
     with pytest.raises(InputError, match=r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)"):
         ingest.read(path)
+
+
+def test_an_nsys_export_is_opened_once_for_its_sniff_and_its_read(monkeypatch, tmp_path):
+    import shutil
+
+    from kwarehouse.ingest import nsys_sqlite
+    opened = []
+    real = nsys_sqlite.connect_read_only
+    monkeypatch.setattr(nsys_sqlite, "connect_read_only", lambda path: opened.append(path) or real(path))
+    export = DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite"
+    assert ingest.read(export).timeline.equals(nsys_sqlite.NsysSqlite().read(export).timeline)
+    assert len(opened) == 2        # ingest.read's sniff and read share one; a reader of its own opens one
+    # a file replaced between the sniff and the read is opened again, and read as it is now
+    copy = tmp_path / "report.sqlite"
+    shutil.copyfile(export, copy)
+    reader = ingest.sniff(copy)
+    shutil.copyfile(DATA / "nsys-sqlite-rtx3090/report1.sqlite", copy)
+    opened.clear()
+    assert ingest.read_with(reader, copy).timeline.height == 136 and len(opened) == 1
+
+
+def test_a_trace_whose_events_start_past_the_first_guess_bytes_is_still_a_trace(tmp_path):
+    source = TRACES[0].read_bytes()
+    path = tmp_path / "trace.json"
+    path.write_bytes(b"{" + b" " * (ingest.GUESS_BYTES + 10) + source.lstrip()[1:])
+    assert ingest.sniff(path).name == "torch-trace"
+    assert ingest.read(path).timeline.equals(plain(TRACES[0]).timeline)

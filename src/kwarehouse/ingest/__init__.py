@@ -51,10 +51,29 @@ def first_guesses(head: bytes) -> tuple[str, ...]:
     return ()
 
 
+# Sniffing reads this much first: enough for the first byte-test guess to claim its file (a trace's
+# "traceEvents" key follows a few KB of device properties; SQLite and ncu-rep need their magic), so
+# a small trace or nsys export is not read a whole megabyte deep just to be sniffed.
+GUESS_BYTES = 64 << 10
+
+
+def _claims(reader: Reader, path: Path, head: bytes) -> bool:
+    try:
+        return reader.sniff(path, head)
+    except Exception:   # noqa: BLE001 - a sniffer choking on garbage just does not claim the file
+        return False
+
+
 def sniff(path: Path) -> Reader | None:
     """The reader whose format the file's content matches, or None."""
     with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
+        head = handle.read(GUESS_BYTES)
+        guesses = () if gzipped.is_gzip(head) else first_guesses(head)
+        # the first guess claims on the first bytes what it would claim on SNIFF_BYTES; anything
+        # else is sniffed on SNIFF_BYTES in the usual order
+        if guesses and _claims(READERS[guesses[0]], path, head):
+            return READERS[guesses[0]]
+        head += handle.read(SNIFF_BYTES - len(head))
     packed = gzipped.is_gzip(head)
     plain = gzipped.head_of(head, len(head)) if packed else head    # decompressed once, for every sniffer
     for name in dict.fromkeys((*first_guesses(plain), *READERS)):

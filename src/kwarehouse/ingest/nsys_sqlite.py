@@ -16,6 +16,7 @@ The database is opened read-only and immutable: nothing (journal, lock, index) i
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +34,7 @@ NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 PID_MASK = 0xFFFFFFFFFF000000   # globalTid -> its process's globalPid
+ACTIVITIES = ("kernel", "memcpy", "memset")   # by the table an activity comes from, as in ACTIVITY_TABLES
 COPY_KINDS = {1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device", 10: "Peer-to-Peer",
               9: "Host-to-Host"}
 
@@ -69,58 +71,87 @@ def cut_short(path: Path) -> str | None:
 CUT_HINT = "still being copied, or truncated? Wait for the copy to finish or re-export it with nsys export --type sqlite"
 
 
+def _identity(path: Path) -> tuple:
+    """Which file, in which state, for which thread (a connection serves the thread that opened it)."""
+    stat = path.stat()
+    return (str(path.absolute()), stat.st_size, stat.st_mtime_ns, stat.st_ino, threading.get_ident())
+
+
 class NsysSqlite:
     name: ClassVar[str] = "nsys-sqlite"
+
+    def __init__(self):
+        # The connection (and table names) of the file sniff claimed last, handed to read() of the same
+        # file unchanged: opening an export parses its schema (~100 tables), a third of a small read.
+        self._sniffed: tuple[tuple, sqlite3.Connection, set[str]] | None = None
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if not head.startswith(MAGIC):
             return False
+        self._forget_sniffed()
         try:
+            key = _identity(path)
             con = connect_read_only(path)
             try:
-                return bool(_tables(con) & set(NSYS_MARKERS[:3]))
-            finally:
+                names = _tables(con)
+            except BaseException:
                 con.close()
-        except sqlite3.DatabaseError:
+                raise
+        except (sqlite3.DatabaseError, OSError):
             return False
+        if not names & set(NSYS_MARKERS[:3]):
+            con.close()
+            return False
+        self._sniffed = (key, con, names)
+        return True
+
+    def _forget_sniffed(self) -> None:
+        if self._sniffed is not None:
+            self._sniffed[1].close()
+            self._sniffed = None
+
+    def _connect(self, path: Path) -> tuple[sqlite3.Connection, set[str] | None]:
+        """The sniffed connection where it is this file's, unchanged since, else a new one."""
+        sniffed, self._sniffed = self._sniffed, None
+        if sniffed is not None:
+            if sniffed[0] == _identity(path):
+                return sniffed[1], sniffed[2]
+            sniffed[1].close()
+        return connect_read_only(path), None
 
     def read(self, path: Path) -> ReadResult:
         cut = cut_short(path)
         if cut:
+            self._forget_sniffed()
             raise InputError(path, f"{cut} ({CUT_HINT})")
         try:
-            con = connect_read_only(path)
+            con, names = self._connect(path)
             try:
-                return self._read(path, con)
+                return self._read(path, con, names)
             finally:
                 con.close()
         except sqlite3.DatabaseError as exc:
             raise InputError(path, f"unreadable SQLite database ({exc}); re-export it with "
                              "nsys export --type sqlite") from None
 
-    def _read(self, path: Path, con: sqlite3.Connection) -> ReadResult:
-        tables = _Tables(con)
-        activity_tables = [t for t in ACTIVITY_TABLES if t in tables]
+    def _read(self, path: Path, con: sqlite3.Connection, names: set[str] | None = None) -> ReadResult:
+        tables = _Tables(con, names)
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             raise InputError(path, "no CUDA kernel activity in this nsys export (no CUPTI_ACTIVITY_KIND_KERNEL "
                              "table); profile with nsys profile --trace=cuda")
         devices = _devices(con, tables)
-        frames = [_kernels(con, tables)]
-        if "CUPTI_ACTIVITY_KIND_MEMCPY" in activity_tables:
-            frames.append(_memops(con, tables, "CUPTI_ACTIVITY_KIND_MEMCPY"))
-        if "CUPTI_ACTIVITY_KIND_MEMSET" in activity_tables:
-            frames.append(_memops(con, tables, "CUPTI_ACTIVITY_KIND_MEMSET"))
-        rows = [row for frame in frames for row in frame]
-        _attach_nvtx(con, tables, rows)
-        for row in rows:
-            row["device_name"] = devices.get((row.pop("_pid"), row["device_id"])) or devices.get((None, row["device_id"]))
-        # by start, then rowid (nulls first, as polars sorts); built column-wise: a handful of polars
-        # calls on a frame this small cost more than reading it
-        rows.sort(key=lambda row: (row["start_ns"] is not None, row["start_ns"] or 0, row["_order"] is not None,
-                                   row["_order"] or 0))
-        timeline = pl.DataFrame({name: [row[name] for row in rows] for name in TIMELINE_COLUMNS},
-                                schema=TIMELINE_COLUMNS)
-        gpu = base.most_used([row["device_name"] for row in rows if row["activity"] == "kernel"])
+        columns = _activities(con, tables)
+        rows = len(columns["start_ns"])
+        contexts = _nvtx_contexts(con, tables, columns["correlation_id"], columns.pop("_global_pid"))
+        for name in ("framework_op", "framework_op_id", "op_shapes", "nvtx_path", "nvtx_range"):
+            columns[name] = [getattr(c, name) if c is not None else None for c in contexts]
+        columns["device_name"] = [devices.get((pid, device)) or devices.get((None, device))
+                                  for pid, device in zip(columns["process_id"], columns["device_id"])]
+        nothing = [None] * rows
+        timeline = pl.DataFrame([pl.Series(name, columns.get(name, nothing), dtype=dtype)
+                                 for name, dtype in TIMELINE_COLUMNS.items()])
+        gpu = base.most_used([name for name, activity in zip(columns["device_name"], columns["activity"])
+                              if activity == "kernel"])
         if gpu is None:
             gpu = next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
@@ -134,8 +165,8 @@ def _tables(con: sqlite3.Connection) -> set[str]:
 class _Tables(set):
     """The export's table (and view) names; each one's columns asked once (TARGET_INFO_GPU's are used thrice)."""
 
-    def __init__(self, con: sqlite3.Connection):
-        super().__init__(_tables(con))
+    def __init__(self, con: sqlite3.Connection, names: set[str] | None = None):
+        super().__init__(_tables(con) if names is None else names)
         self.con = con
         self.columns: dict[str, set[str]] = {}
 
@@ -186,78 +217,66 @@ def _gpu_info(con: sqlite3.Connection, tables: _Tables, gpu: str | None) -> dict
             "compute_capability": f"{major}.{minor}" if major is not None and minor is not None else None}
 
 
-def _optional(columns: set[str], name: str, alias: str | None = None) -> str:
-    return f"a.{name} AS {alias or name}" if name in columns else f"NULL AS {alias or name}"
+def _optional(columns: set[str], name: str) -> str:
+    return f"a.{name}" if name in columns else "NULL"
 
 
-def _kernels(con: sqlite3.Connection, tables: _Tables) -> list[dict]:
+def _activities(con: sqlite3.Connection, tables: _Tables) -> dict[str, list]:
+    """Kernels, memcpy and memset activity as timeline columns (and _global_pid), in one query ordered
+    by start, then rowid, then table (kernels first): SQLite sorts and joins the names, and each
+    column is made from the fetched rows at once instead of a dict per row."""
     columns = _columns(tables, "CUPTI_ACTIVITY_KIND_KERNEL")
-    mangled_join = ("LEFT JOIN StringIds m ON m.id = a.mangledName" if "mangledName" in columns else "")
-    query = f"""
-        SELECT a.rowid, a.start, a.end, a.deviceId, a.contextId, a.streamId, a.correlationId, a.globalPid,
+    mangled = "mangledName" in columns
+    selects = [f"""
+        SELECT 0, a.rowid, a.start, a.end, a.deviceId, a.contextId, a.streamId, a.correlationId, a.globalPid,
                a.gridX, a.gridY, a.gridZ, a.blockX, a.blockY, a.blockZ, a.registersPerThread,
                {_optional(columns, 'staticSharedMemory')}, {_optional(columns, 'dynamicSharedMemory')},
-               d.value, s.value, {'m.value' if mangled_join else 'NULL'}
+               d.value, s.value, {'m.value' if mangled else 'NULL'}, NULL, NULL
         FROM CUPTI_ACTIVITY_KIND_KERNEL a
         LEFT JOIN StringIds d ON d.id = a.demangledName
         LEFT JOIN StringIds s ON s.id = a.shortName
-        {mangled_join}
-    """
-    rows = []
-    for (rowid, start, end, device, context, stream, correlation, global_pid, gx, gy, gz, bx, by, bz, regs,
-         static_smem, dynamic_smem, demangled, short, mangled) in con.execute(query):
-        rows.append(_row("kernel", rowid, start, end, device, context, stream, correlation, global_pid,
-                         kernel_name=demangled or short or mangled or "", short=short, mangled=mangled,
-                         grid=(gx, gy, gz), block=(bx, by, bz), registers=regs,
-                         shared=(static_smem or 0) + (dynamic_smem or 0)
-                         if static_smem is not None or dynamic_smem is not None else None))
-    return rows
-
-
-def _memops(con: sqlite3.Connection, tables: _Tables, table: str) -> list[dict]:
-    columns = _columns(tables, table)
-    memcpy = table.endswith("MEMCPY")
-    kinds = dict(COPY_KINDS)
-    if memcpy and "ENUM_CUDA_MEMCPY_OPER" in tables:
-        kinds.update({r[0]: r[1] for r in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
-    query = f"""
-        SELECT a.rowid, a.start, a.end, a.deviceId, a.contextId, a.streamId, a.correlationId, a.globalPid,
+        {'LEFT JOIN StringIds m ON m.id = a.mangledName' if mangled else ''}"""]
+    for kind, table in ((1, "CUPTI_ACTIVITY_KIND_MEMCPY"), (2, "CUPTI_ACTIVITY_KIND_MEMSET")):
+        if table in tables:
+            columns = _columns(tables, table)
+            selects.append(f"""
+        SELECT {kind}, a.rowid, a.start, a.end, a.deviceId, a.contextId, a.streamId, a.correlationId, a.globalPid,
+               NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                {_optional(columns, 'bytes')}, {_optional(columns, 'copyKind')}
-        FROM {table} a
-    """
-    rows = []
-    for rowid, start, end, device, context, stream, correlation, global_pid, size, kind in con.execute(query):
-        # nsys's own reports name these "[CUDA memcpy Host-to-Device]" and "[CUDA memset]"
-        name = f"[CUDA memcpy {kinds.get(kind, 'Unknown')}]" if memcpy else "[CUDA memset]"
-        rows.append(_row("memcpy" if memcpy else "memset", rowid, start, end, device, context, stream,
-                         correlation, global_pid, kernel_name=name, bytes_=size))
-    return rows
-
-
-def _row(activity, rowid, start, end, device, context, stream, correlation, global_pid, *, kernel_name,
-         short=None, mangled=None, grid=(None, None, None), block=(None, None, None), registers=None,
-         shared=None, bytes_=None) -> dict:
+        FROM {table} a""")
+    # nulls first, as the reader always sorted (SQLite puts NULL first in ascending order)
+    fetched = con.execute(" UNION ALL ".join(selects) + " ORDER BY 3, 2, 1").fetchall()
+    (kinds, _, starts, ends, devices, contexts, streams, correlations, global_pids, gx, gy, gz, bx, by, bz,
+     registers, static, dynamic, demangled, short, mangled_names, sizes, copy_kinds) = (
+        zip(*fetched) if fetched else [()] * 23)
+    copy_names = dict(COPY_KINDS)
+    if "ENUM_CUDA_MEMCPY_OPER" in tables:
+        copy_names.update({r[0]: r[1] for r in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
+    # nsys's own reports name memory operations "[CUDA memcpy Host-to-Device]" and "[CUDA memset]"
+    names = [(d or s or m or "") if k == 0 else
+             f"[CUDA memcpy {copy_names.get(c, 'Unknown')}]" if k == 1 else "[CUDA memset]"
+             for k, d, s, m, c in zip(kinds, demangled, short, mangled_names, copy_kinds)]
+    pids = [(g >> 24) & 0xFFFFFF if g is not None else None for g in global_pids]
     return {
-        "_order": rowid, "activity": activity, "device_id": device, "device_name": None, "context_id": context,
-        "stream_id": stream, "process_id": (global_pid >> 24) & 0xFFFFFF if global_pid is not None else None,
-        "correlation_id": correlation, "start_ns": start, "duration_ns": end - start,
-        "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2], "block_x": block[0], "block_y": block[1],
-        "block_z": block[2], "registers_per_thread": registers, "shared_mem_bytes": shared, "bytes": bytes_,
-        "kernel_name": kernel_name, "kernel_short_name": short, "kernel_mangled": mangled,
-        "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
-        "framework_op_id": None, "op_dtypes": None, "op_args": None,   # NVTX records neither dtypes nor scalars
-        "_pid": (global_pid >> 24) & 0xFFFFFF if global_pid is not None else None,
-        "_global_pid": global_pid,
+        "activity": [ACTIVITIES[k] for k in kinds], "device_id": list(devices), "context_id": list(contexts),
+        "stream_id": list(streams), "process_id": pids, "correlation_id": list(correlations),
+        "start_ns": list(starts), "duration_ns": [end - start for start, end in zip(starts, ends)],
+        "grid_x": list(gx), "grid_y": list(gy), "grid_z": list(gz), "block_x": list(bx), "block_y": list(by),
+        "block_z": list(bz), "registers_per_thread": list(registers),
+        "shared_mem_bytes": [(a or 0) + (b or 0) if a is not None or b is not None else None
+                             for a, b in zip(static, dynamic)],
+        "bytes": list(sizes), "kernel_name": names, "kernel_short_name": list(short),
+        "kernel_mangled": list(mangled_names), "_global_pid": global_pids,
     }
 
 
-def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> None:
-    """Fill framework_op, op_shapes, nvtx_path and nvtx_range from the NVTX ranges enclosing the
-    CUDA API call of each activity (same thread)."""
+def _nvtx_contexts(con: sqlite3.Connection, tables: _Tables, correlations: list, global_pids: list | tuple
+                   ) -> list[nvtx.OpContext | None]:
+    """framework_op, op_shapes, nvtx_path and nvtx_range of each activity: from the NVTX ranges
+    enclosing the CUDA API call that launched it (same thread); None where none does."""
+    found: list[nvtx.OpContext | None] = [None] * len(correlations)
     if not {"NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"} <= tables:
-        for row in rows:
-            row.pop("_global_pid", None)
-        return
+        return found
     calls: dict[tuple, tuple[int, int]] = {}
     # only the calls that launched an activity read here (the runtime table holds every CUDA call)
     launched = " UNION ".join(f"SELECT correlationId FROM {table}" for table in ACTIVITY_TABLES if table in tables)
@@ -284,18 +303,17 @@ def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> 
         name = domains.get((domain_id, (tid or 0) & PID_MASK)) if domain_id else None
         ranges.setdefault(tid, []).append(
             (start, end, nvtx.Range(name or nvtx.DEFAULT_DOMAIN, label or "")))
-    wanted: dict[int, list[tuple[int, dict]]] = {}
-    for row in rows:
-        global_pid = row.pop("_global_pid", None)
-        call = calls.get((row["correlation_id"], global_pid))
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for index, key in enumerate(zip(correlations, global_pids)):
+        call = calls.get(key)
         if call is not None and call[0] in ranges:
-            wanted.setdefault(call[0], []).append((call[1], row))
+            wanted.setdefault(call[0], []).append((call[1], index))
     contexts: dict[tuple, nvtx.OpContext] = {}
     for tid, queries in wanted.items():
         spans = sorted(ranges[tid], key=lambda s: (s[0], -s[1]))
         stack: list[tuple] = []
         i = 0
-        for moment, row in sorted(queries, key=lambda q: q[0]):
+        for moment, index in sorted(queries, key=lambda q: q[0]):
             while i < len(spans) and spans[i][0] <= moment:
                 stack.append(spans[i])
                 i += 1
@@ -304,6 +322,5 @@ def _attach_nvtx(con: sqlite3.Connection, tables: _Tables, rows: list[dict]) -> 
             context = contexts.get(names)
             if context is None:     # the same stacks recur launch after launch: parse each once
                 context = contexts[names] = nvtx.context_of_ranges(list(names))
-            row.update(framework_op=context.framework_op, framework_op_id=context.framework_op_id,
-                       op_shapes=context.op_shapes,
-                       nvtx_path=context.nvtx_path, nvtx_range=context.nvtx_range)
+            found[index] = context
+    return found
