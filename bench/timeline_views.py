@@ -19,6 +19,7 @@ warm = median of 3 on one connection. --no-materialize measures the plain views 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -30,6 +31,7 @@ from kwarehouse import pipeline, schema, store, views
 from kwarehouse.store import Warehouse
 
 VIEWS = ["kernel_time", "kernel_popularity", "library_share", "speed_of_light", "time_weighted_kernels", "coverage",
+         "bottleneck_share", "design_signals", "what_to_fix_first",
          "gpu_timeline", "launch_bound", "fusion_candidates", "nvtx_gpu_time", "rank_balance"]
 REPLICATED = {"kernel_launches", "kernels", "runs"}
 
@@ -90,7 +92,11 @@ def publish(fleet: Path, root: Path, path: Path) -> float:
     """Write the published file as kwh's publish does (materialized views included); its seconds."""
     start = time.perf_counter()
     con = session(fleet, root, str(path))
-    views.materialize(con)
+    for view in views.creation_order():       # one at a time, in materialize's order, to show each cost
+        if view.name in views.MATERIALIZED:
+            began = time.perf_counter()
+            views.materialize(con, (view.name,))
+            print(f"  materialize {view.name:22s} {time.perf_counter() - began:6.2f} s", flush=True)
     con.execute("CHECKPOINT")
     con.close()
     return time.perf_counter() - start
@@ -112,14 +118,16 @@ def measure(fleet: Path, root: Path, published: Path | None) -> list[tuple[str, 
         start = time.perf_counter()
         rows = con.sql(f"SELECT * FROM {name}").to_arrow_table().num_rows
         cold = time.perf_counter() - start
-        warm = []
+        warm, cpu = [], []
         for _ in range(3):
-            start = time.perf_counter()
+            start, started_cpu = time.perf_counter(), time.process_time()
             con.sql(f"SELECT * FROM {name}").to_arrow_table()
             warm.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - started_cpu)     # DuckDB's threads included
         con.close()
         out.append((name, cold, statistics.median(warm), rows))
-        print(f"{name:24s} cold {cold:6.3f} s  warm {statistics.median(warm):6.3f} s  {rows:,} rows", flush=True)
+        print(f"{name:24s} cold {cold:6.3f} s  warm {statistics.median(warm):6.3f} s  "
+              f"(CPU {statistics.median(cpu):6.3f} s)  {rows:,} rows  load {os.getloadavg()[0]:.1f}", flush=True)
     return out
 
 
@@ -129,12 +137,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10000, help="timeline runs in the fleet (as many ncu runs)")
     parser.add_argument("--models", type=int, default=50, help="copies of each model name (x 6 models)")
     parser.add_argument("--no-materialize", action="store_true", help="time the plain views (no published file)")
+    parser.add_argument("--keep", type=Path, help="build the fleet in this folder and keep it; a fleet already "
+                        "there is reused (its --runs and --models as built)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kwh-bench-timeline-") as tmp:
-        fleet = build(args.corpus, Path(tmp), args.runs, args.models)
+        if args.keep is not None and (args.keep / "fleet" / "kernel_launches").is_dir():
+            fleet = args.keep / "fleet"
+            print(f"fleet: reused {fleet}")
+        else:
+            fleet = build(args.corpus, args.keep or Path(tmp), args.runs, args.models)
         published = None
         if not args.no_materialize:
-            published = Path(tmp) / "published.duckdb"
+            published = (args.keep or Path(tmp)) / "published.duckdb"
+            published.unlink(missing_ok=True)
             print(f"publish (views + {len(views.MATERIALIZED)} materialized): "
                   f"{publish(fleet, Path(tmp) / 'wh', published):.2f} s", flush=True)
         measure(fleet, Path(tmp) / "wh", published)

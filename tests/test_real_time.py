@@ -343,3 +343,6 @@ def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested,
         assert table(con, name) == expected[name], name
     for name in readers_of_them:     # the views that read them give the same answers
         assert table(con, name) == expected[name], name
+    # a table keeps its view's order (kwh query what_to_fix_first --limit 10 takes the first rows)
+    ranks = [rank for (rank,) in con.execute("SELECT rank FROM what_to_fix_first").fetchall()]
+    assert len(ranks) > 1 and ranks == sorted(ranks)
