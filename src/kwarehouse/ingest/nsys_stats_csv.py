@@ -34,6 +34,7 @@ NO_KERNEL_DATA. The console form of the same reports (the default --format colum
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,7 @@ class Block:
     scales: dict[str, tuple[int, float]] | None = field(default=None, init=False, repr=False, compare=False)
 
 
+@functools.lru_cache(maxsize=4096)   # the same few dozen header cells, file after file
 def column_name(name: str) -> tuple[str, str | None]:
     """"Avg (ns)" -> ("Avg", "ns"); "Time (%)" -> ("Time", "%"); "Average" -> ("Avg", None)."""
     name = name.strip()
@@ -329,6 +331,11 @@ class _Row:
         return None if number is None else int(round(number))
 
 
+def _frame(rows: list[dict], columns: dict) -> pl.DataFrame:
+    """Rows as dicts (a missing key is null) to a frame: as tuples, which polars takes faster."""
+    return base.frame_of_rows([tuple(row.get(name) for name in columns) for row in rows], columns)
+
+
 def _summary(path: Path, block: Block, columns: dict) -> pl.DataFrame:
     rows = []
     projection = block.report == "nvtx_gpu_proj_sum"
@@ -357,7 +364,7 @@ def _summary(path: Path, block: Block, columns: dict) -> pl.DataFrame:
             if out["kernel_name"] is None:
                 raise InputError(path, f"{block.report} row without a kernel name", block.lines[i])
         rows.append(out)
-    return pl.DataFrame(rows, schema=columns)
+    return _frame(rows, columns)
 
 
 def _api(path: Path, block: Block) -> pl.DataFrame:
@@ -370,7 +377,7 @@ def _api(path: Path, block: Block) -> pl.DataFrame:
         rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
                      "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
                      "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
-    return pl.DataFrame(rows, schema=API_SUMMARY_COLUMNS)
+    return _frame(rows, API_SUMMARY_COLUMNS)
 
 
 def _memory_ops(path: Path, by_time: list[Block], by_size: list[Block]) -> pl.DataFrame:
@@ -396,7 +403,7 @@ def _memory_ops(path: Path, by_time: list[Block], by_size: list[Block]) -> pl.Da
             entry.setdefault("operations", row.whole("Count"))
             entry.update(total_bytes=row.value("Total"), avg_bytes=row.value("Avg"), median_bytes=row.value("Med"),
                          min_bytes=row.value("Min"), max_bytes=row.value("Max"), stddev_bytes=row.value("StdDev"))
-    return pl.DataFrame(list(out.values()), schema=MEMORY_OP_COLUMNS)
+    return _frame(list(out.values()), MEMORY_OP_COLUMNS)
 
 
 def _nvtx_ranges(path: Path, block: Block) -> pl.DataFrame:
@@ -427,7 +434,7 @@ def _nvtx_ranges(path: Path, block: Block) -> pl.DataFrame:
             "gpu_end_ns": gpu_start + gpu_duration if gpu_start is not None else None,
             "gpu_duration_ns": gpu_duration, "gpu_op_count": row.whole("NumGPUOps"),
         })
-    return pl.DataFrame(rows, schema=NVTX_RANGE_COLUMNS)
+    return _frame(rows, NVTX_RANGE_COLUMNS)
 
 
 def _dims_text(text: str | None) -> str | None:
