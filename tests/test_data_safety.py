@@ -311,8 +311,8 @@ def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):
     shutil.copytree(GPT2, folder)
     real = pipeline.readers.read_with
 
-    def growing(reader, path):
-        result = real(reader, path)
+    def growing(reader, path, data=None):
+        result = real(reader, path, data)
         with open(path, "a") as handle:
             handle.write("\n")
         return result

@@ -932,7 +932,11 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
         frame = (frame.with_columns(pl.col("launch_id") % (1 << LAUNCH_BITS))
                  .join(names, on=normalize.BATCH_RUN, how="left", maintain_order="left"))
         ends = np.cumsum(np.bincount(frame[normalize.BATCH_RUN].to_numpy(), minlength=len(runs)))
-        table = schema.conform(name, frame.drop(normalize.BATCH_RUN).to_arrow())   # once, not per run
+        frame = frame.drop(normalize.BATCH_RUN)
+        if name == "metrics":   # flat strings and numbers: its strings go to the writer as polars holds them
+            table = schema.conform(name, frame.to_arrow(compat_level=pl.CompatLevel.newest()), keep_views=True)
+        else:
+            table = schema.conform(name, frame.to_arrow())   # once, not per run
         return [table.slice(end - length, length) for end, length in zip(ends, np.diff(ends, prepend=0))]
 
     for name, frame in (("kernels", kernels), ("metrics", metrics), ("rules", rule_rows)):

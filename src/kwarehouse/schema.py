@@ -72,10 +72,12 @@ def table_names() -> tuple[str, ...]:
     return tuple(re.findall(r"^CREATE TABLE (?:IF NOT EXISTS )?\"?(\w+)", schema_sql(), re.MULTILINE | re.IGNORECASE))
 
 
-def conform(name: str, table: pa.Table) -> pa.Table:
+def conform(name: str, table: pa.Table, keep_views: bool = False) -> pa.Table:
     """Return `table` with exactly the schema.sql columns and types of `name`, or raise.
 
-    Extra or missing columns are a bug in kwh, not in the input, so the message says so."""
+    Extra or missing columns are a bug in kwh, not in the input, so the message says so.
+    keep_views: text columns that come as string_view (polars hands its strings over so, without a
+    copy) stay string_view; the Parquet writer stores them as the same strings."""
     import pyarrow as pa
     spec = tables()[name]
     missing = [c for c in spec.arrow.names if c not in table.column_names]
@@ -84,8 +86,12 @@ def conform(name: str, table: pa.Table) -> pa.Table:
         raise KwhError(f"internal: table {name} does not match warehouse/schema.sql "
                        f"(missing {missing}, unexpected {extra}); please report this")
     table = table.select(spec.arrow.names)
+    target = spec.arrow
+    if keep_views:
+        target = pa.schema([f.with_type(pa.string_view()) if f.type == pa.string()
+                            and table.schema.field(f.name).type == pa.string_view() else f for f in target])
     try:
-        table = table.cast(spec.arrow)
+        table = table.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise KwhError(f"internal: table {name} has a column of the wrong type: {exc}") from exc
     for column in spec.not_null:

@@ -967,7 +967,11 @@ def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema, compre
     (CLUSTER_ORDER) are sorted per table and cut into small row groups."""
     order = CLUSTER_ORDER.get(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with pq.ParquetWriter(path, file_schema, compression=compression) as writer:
+    # string_view columns (polars' strings handed over without a copy; only in tables of flat strings and
+    # numbers) are stored as plain strings, without the Arrow schema that would make pyarrow read them
+    # back as views: every reader then sees the file as if it had been written from strings
+    views = any(f.type == pa.string_view() for f in file_schema)
+    with pq.ParquetWriter(path, file_schema, compression=compression, store_schema=not views) as writer:
         for table in tables:
             if order and not _in_order(table, order):
                 table = table.take(_cluster_indices(table, order))
@@ -1041,7 +1045,12 @@ def _conformed(name: str, table: pa.Table) -> pa.Table:
 
 
 def _same_columns(one: pa.Schema, other: pa.Schema) -> bool:
-    return one.names == other.names and all(a.type == b.type for a, b in zip(one, other))
+    """Same names and types, string_view counting as string (it is written as one: see _write_parquet)."""
+    return one.names == other.names and all(_stored_type(a.type) == _stored_type(b.type) for a, b in zip(one, other))
+
+
+def _stored_type(arrow_type: pa.DataType) -> pa.DataType:
+    return pa.string() if arrow_type == pa.string_view() else arrow_type
 
 
 def _with_partitions(table: pa.Table, relative: Path, real: dict[str, str] | None = None) -> pa.Table:

@@ -26,6 +26,8 @@ from kwarehouse.normalize import classify, derived, identity, nvtx, op_flops, pe
 # A numeric ncu cell: optional sign, digits with optional thousands separators ("1,123"),
 # optional decimals and exponent. Anything else ("n/a", "no data", "(96, 1, 1)") stays text.
 NUMBER = r"^[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?$"
+# NUMBER with blanks around it: a cell that is a number once stripped.
+PADDED_NUMBER = r"^\s*" + NUMBER[1:-1] + r"\s*$"
 # When two exports of one report give the same metric, keep the raw page's (it has more digits).
 PAGE_PRIORITY = {"raw": 0, "details": 1}
 # A generic section name that ncu uses for --metrics the user added; a named section is preferred.
@@ -65,17 +67,26 @@ def map_metric_labels(metrics: pl.DataFrame) -> pl.DataFrame:
 
 def to_base_units(metrics: pl.DataFrame) -> pl.DataFrame:
     """Parse numeric cells (thousands separators allowed) and convert them to base units."""
-    unit_values = metrics["unit"].fill_null("").unique().to_list()
-    conversions = {u: units.to_base(u) for u in unit_values}
-    text = pl.col("value_text").str.strip_chars()
-    is_number = text.str.contains(NUMBER)
-    number = text.str.replace_all(",", "").cast(pl.Float64, strict=False)
-    unit = pl.col("unit").fill_null("")
+    unit = metrics["unit"].fill_null("")
+    names = unit.unique()
+    conversions = [units.to_base(u) for u in names.to_list()]
+    # each row's unit as its position in `names`: one lookup per row serves both the factor and the base unit
+    at = (unit.replace_strict(names, pl.int_range(names.len(), dtype=pl.UInt32, eager=True), return_dtype=pl.UInt32)
+          if names.len() else pl.Series([], dtype=pl.UInt32))
+    cells = metrics["value_text"]
+    is_number = cells.str.contains(PADDED_NUMBER)
+    # Most numeric cells have no separator and no padding: they cast as they are. The others ("1,123")
+    # are cleaned first, alone (cleaning every cell copied every cell twice).
+    number = cells.cast(pl.Float64, strict=False)
+    to_clean = is_number & number.is_null()
+    if to_clean.any():
+        number = number.scatter(to_clean.arg_true(), cells.filter(to_clean).str.strip_chars()
+                                .str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
     return metrics.with_columns(
-        pl.when(is_number).then(number * unit.replace_strict(
-            {u: f for u, (_, f) in conversions.items()}, return_dtype=pl.Float64)).alias("value"),
-        unit.replace_strict({u: b for u, (b, _) in conversions.items()}, return_dtype=pl.String).alias("unit"),
-        pl.when(is_number).then(None).otherwise(pl.col("value_text")).alias("value_text"),
+        pl.when(is_number).then(number * pl.Series([f for _, f in conversions], dtype=pl.Float64).gather(at))
+        .alias("value"),
+        pl.Series([b for b, _ in conversions], dtype=pl.String).gather(at).alias("unit"),
+        pl.when(is_number).then(None).otherwise(cells).alias("value_text"),
     )
 
 
