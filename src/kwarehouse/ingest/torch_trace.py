@@ -327,14 +327,18 @@ class _Streamed:
     """What the join of GPU events to CPU ops, CUDA calls and CPU ranges needs, gathered piece by piece."""
 
     def __init__(self):
-        self.gpu: list[tuple[int, str, _Event]] = []
-        # External id -> (name, Input Dims, Input type, Concrete Inputs): the lists as their JSON text
-        self.ops: dict[int, tuple[Any, bytes, bytes, bytes]] = {}
-        self.op_durations: dict[int, Decimal] = {}
+        # GPU events as compact records (_gpu_record): their decoded events held 900 bytes each
+        self.gpu: list[tuple] = []
+        # External id -> (duration, name, Input Dims, Input type, Concrete Inputs) of the shortest op
+        # (the innermost) of that id, the lists as their JSON text
+        self.ops: dict[int, tuple[Decimal, Any, bytes, bytes, bytes]] = {}
         self.calls: dict[int, tuple] = {}  # correlation -> (pid, tid, ts) of the first CUDA call
         self.ranges: dict[tuple, list[tuple[Decimal, Decimal, str, bool]]] = {}
         self.count = 0
         self.categories: dict[str, str] = {}   # "cat" as written -> lower case
+        # one copy of each op name and op list text: a trace repeats the same few hundred op names and
+        # shapes over and over, and as many copies they were a third of the memory a big trace took
+        self.kept: dict = {}
         self.devices: dict = {}
         self.base_ns = 0
 
@@ -344,7 +348,7 @@ class _Streamed:
         read or word (its errors, polars' included, stay as they were)."""
         try:
             with open(path, "rb") as handle:
-                rows = cls()._read(handle).rows(path)
+                rows = cls()._read(handle).rows()
             rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
             return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1)
         except _NotStreamable:
@@ -401,8 +405,8 @@ class _Streamed:
 
     def _take(self, events: list[_Event]) -> None:
         """Keep what the join needs from one piece's events, in the plain path's terms."""
-        gpu, ops, durations, calls, ranges = self.gpu, self.ops, self.op_durations, self.calls, self.ranges
-        categories = self.categories
+        gpu, ops, calls, ranges = self.gpu, self.ops, self.calls, self.ranges
+        categories, kept = self.categories, self.kept
         for order, event in enumerate(events, self.count):
             cat = event.cat
             category = categories.get(cat) if cat.__class__ is str else str(cat).lower()
@@ -411,7 +415,7 @@ class _Streamed:
             activity = GPU_CATEGORIES.get(category)
             if activity is not None:
                 if event.ph == "X":
-                    gpu.append((order, activity, event))
+                    gpu.append(self._gpu_record(order, activity, event))
             elif category in RANGE_CATEGORIES:
                 if category != "user_annotation":
                     args = event.args or NO_ARGS
@@ -421,10 +425,14 @@ class _Streamed:
                         duration = event.dur
                         if duration.__class__ is not Decimal:   # the decoder's Decimals are used as they are
                             duration = Decimal(duration or 0)
-                        if external not in ops or duration < durations[external]:
-                            durations[external] = duration
-                            ops[external] = (_get(event.name), bytes(args.input_dims), bytes(args.input_type),
-                                             bytes(args.concrete_inputs))
+                        op = ops.get(external)
+                        if op is None or duration < op[0]:
+                            name, dims, types, scalars = (_get(event.name), bytes(args.input_dims),
+                                                          bytes(args.input_type), bytes(args.concrete_inputs))
+                            if name.__class__ is str:
+                                name = kept.setdefault(name, name)
+                            ops[external] = (duration, name, kept.setdefault(dims, dims),
+                                             kept.setdefault(types, types), kept.setdefault(scalars, scalars))
                 duration = event.dur
                 if event.ph == "X" and duration is not None:
                     start = event.ts
@@ -432,7 +440,7 @@ class _Streamed:
                         start = _decimal(start)
                     ranges.setdefault((event.pid, event.tid), []).append(
                         (start, start + (duration if duration.__class__ is Decimal else Decimal(duration)),
-                         _name(event), category == "user_annotation"))
+                         kept.setdefault(name := _name(event), name), category == "user_annotation"))
             elif category in RUNTIME_CATEGORIES:
                 correlation = _int((event.args or NO_ARGS).correlation)
                 if correlation is not None and correlation not in calls:
@@ -440,7 +448,18 @@ class _Streamed:
                     calls[correlation] = (event.pid, event.tid, start if start.__class__ is Decimal else _decimal(start))
         self.count += len(events)
 
-    def rows(self, path: Path) -> list[tuple]:
+    def _gpu_record(self, order: int, activity: str, event: _Event) -> tuple:
+        """What a timeline row needs of a GPU event, in the plain path's terms: (order, activity, device,
+        context, stream, correlation, External id, start ns, duration ns, grid, block, registers, shared
+        memory, bytes, name). The name and the dims are kept once for all events that share them."""
+        args, kept = event.args or NO_ARGS, self.kept
+        grid, block, name = _dims(args.grid), _dims(args.block), _name(event)
+        return (order, activity, _int(args.device), _int(args.context), _int(args.stream), _int(args.correlation),
+                _int(args.external_id), _ns_of(event, event.ts, "ts"), _ns_of(event, event.dur, "dur"),
+                kept.setdefault(grid, grid), kept.setdefault(block, block), _int(args.registers_per_thread),
+                _int(args.shared_memory), _int(args.bytes), kept.setdefault(name, name))
+
+    def rows(self) -> list[tuple]:
         """The timeline's rows, (_order, *TIMELINE_COLUMNS), computed as the plain path computes them."""
         rows = []
         stacks = self._stacks()
@@ -448,18 +467,13 @@ class _Streamed:
         # an op's texts by its JSON text: layer after layer repeats the same shapes and types
         shapes: dict[bytes, str | None] = {}
         listed: dict[bytes, str | None] = {}
-        for order, activity, event in self.gpu:
-            args = event.args or NO_ARGS
-            start, duration = _ns_of(path, event, event.ts, "ts"), _ns_of(path, event, event.dur, "dur")
-            grid, block = _dims(args.grid), _dims(args.block)
-            external = _int(args.external_id)
+        for (order, activity, device, context_id, stream, correlation, external, start, duration, grid, block,
+             registers, shared, size, kernel) in self.gpu:
             op = ops.get(external)
-            correlation = _int(args.correlation)
             call = calls.get(correlation)
-            device = _int(args.device)
             context = stacks[correlation] if call else (None, None)   # nvtx_path, nvtx_range
             if op:
-                name, dims, types, scalars = op
+                _, name, dims, types, scalars = op
                 if dims not in shapes:
                     value = _value(dims)
                     shapes[dims] = str(value) if value is not None else None
@@ -470,18 +484,17 @@ class _Streamed:
                 name, dims, types, scalars = name, shapes[dims], listed[types], listed[scalars]
             else:
                 name = dims = types = scalars = None
-            values = (order, activity, device, devices.get(device), _int(args.context), _int(args.stream),
+            values = (order, activity, device, devices.get(device), context_id, stream,
                       _int(call[0]) if call else None, correlation, base_ns + start, duration,
-                      grid[0], grid[1], grid[2], block[0], block[1], block[2], _int(args.registers_per_thread),
-                      _int(args.shared_memory), _int(args.bytes), _name(event), None, None,
-                      name, dims, context[0], context[1], external if op else None, types, scalars)
+                      grid[0], grid[1], grid[2], block[0], block[1], block[2], registers, shared, size, kernel,
+                      None, None, name, dims, context[0], context[1], external if op else None, types, scalars)
             rows.append(values)
         return rows
 
     def _stacks(self) -> dict[int, tuple[str | None, str | None]]:
         """nvtx_path and nvtx_range of each CUDA call that launched a GPU event, by correlation id: the
         ranges open on the calling thread then (the plain path's _ThreadStacks, over the calls used)."""
-        wanted = {_int((event.args or NO_ARGS).correlation) for _, _, event in self.gpu}
+        wanted = {record[5] for record in self.gpu}
         queries: dict[tuple, list[tuple[Decimal, int]]] = {}
         for correlation, (pid, tid, moment) in self.calls.items():
             thread = (pid, tid)
@@ -535,13 +548,14 @@ def _value(raw: bytes):
     return _VALUE.decode(raw) if len(raw) else None
 
 
-def _ns_of(path: Path, event: _Event, value, key: str) -> int:
+def _ns_of(event: _Event, value, key: str) -> int:
     if value.__class__ is Decimal:     # what the decoder makes of "ts": 4538165478815.317
         return int(value * 1000)
     try:
         return int(Decimal(_get(value)) * 1000)
     except (TypeError, InvalidOperation):
-        raise InputError(path, f'GPU event {_get(event.name)!r} has no numeric "{key}"') from None
+        # the plain path reads the file again and words this error, naming the file
+        raise _NotStreamable(f'GPU event {_get(event.name)!r} has no numeric "{key}"') from None
 
 
 def _listed(values) -> str | None:
