@@ -65,17 +65,22 @@ def test_the_timelines_bench_runs_at_its_smallest_size(tmp_path, capsys, monkeyp
     assert "| torch-trace |" in out and "derived-x2.sqlite | nsys-sqlite |" in out
 
 
-STATS_CAPTURES = sorted(DATA.glob("nsys-stats-derived-*/stats_stdout.csv"))
+STATS_CAPTURES = sorted(DATA.glob("nsys-stats-*/*.csv"))
 
 
-@pytest.mark.parametrize("capture", STATS_CAPTURES, ids=lambda p: p.parent.name)
-def test_a_stats_gpu_trace_reads_alike_column_by_column_and_row_by_row(capture):
+@pytest.mark.parametrize("capture", STATS_CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_stats_blocks_read_alike_column_by_column_and_row_by_row(capture):
     from kwarehouse.ingest import nsys_stats_csv
     lines = nsys_stats_csv.read_text(capture, "nsys stats output")
-    traces = [b for b in NsysStatsCsv()._blocks(capture, lines) if b.report == "cuda_gpu_trace"]
-    assert traces
-    for block in traces:
-        assert nsys_stats_csv._trace_by_column(block).equals(nsys_stats_csv._trace_by_row(capture, block))
+    blocks = NsysStatsCsv()._blocks(capture, lines)
+    for block in blocks:
+        if block.report == "cuda_gpu_trace":
+            assert nsys_stats_csv._trace_by_column(block).equals(nsys_stats_csv._trace_by_row(capture, block))
+        elif block.report in ("cuda_gpu_kern_sum", "nvtx_kern_sum", "nvtx_sum", "nvtx_gpu_proj_sum"):
+            columns = (nsys_stats_csv.NVTX_SUMMARY_COLUMNS if block.report.startswith("nvtx_") and
+                       block.report != "nvtx_kern_sum" else nsys_stats_csv.SUMMARY_COLUMNS)
+            assert nsys_stats_csv._summary_by_column(block, columns).equals(
+                nsys_stats_csv._summary_by_row(capture, block, columns))
 
 
 def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):

@@ -80,6 +80,14 @@ def frame_of_rows(rows: list[tuple], columns: dict, first: int = 0) -> pl.DataFr
                          for (name, dtype), column in zip(columns.items(), values)])
 
 
+def frame_of_columns(values: list, columns: dict) -> pl.DataFrame:
+    """A frame of these columns from one list of values per column, in their order."""
+    if len(values[0]) < ROW_WISE_BELOW:
+        return pl.DataFrame(list(zip(*values)), schema=columns, orient="row")
+    return pl.DataFrame([pl.Series(name, column, dtype=dtype)
+                         for (name, dtype), column in zip(columns.items(), values)])
+
+
 _EMPTY: dict[int, tuple[dict, pl.DataFrame]] = {}
 
 

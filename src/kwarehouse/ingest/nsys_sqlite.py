@@ -148,8 +148,7 @@ class NsysSqlite:
         columns["device_name"] = [devices.get((pid, device)) or devices.get((None, device))
                                   for pid, device in zip(columns["process_id"], columns["device_id"])]
         nothing = [None] * rows
-        timeline = pl.DataFrame([pl.Series(name, columns.get(name, nothing), dtype=dtype)
-                                 for name, dtype in TIMELINE_COLUMNS.items()])
+        timeline = base.frame_of_columns([columns.get(name, nothing) for name in TIMELINE_COLUMNS], TIMELINE_COLUMNS)
         gpu = base.most_used([name for name, activity in zip(columns["device_name"], columns["activity"])
                               if activity == "kernel"])
         if gpu is None:

@@ -249,21 +249,23 @@ def result(path: Path, reader: str, blocks: list[Block], lines: list[str]) -> Re
             raise InputError(path, NO_KERNEL_DATA)
         raise InputError(path, "no nsys stats report table kwh reads found; expected nsys stats output of "
                          + ", ".join(READ_REPORTS))
-    timeline = pl.concat(frames.timelines) if frames.timelines else None
-    gpu = None
-    if timeline is not None and timeline["device_name"].drop_nulls().len():
-        gpu = timeline["device_name"].drop_nulls().mode().sort()[0]
+    timeline = _concat(frames.timelines) if frames.timelines else None
+    gpu = base.most_used(timeline["device_name"].to_list()) if timeline is not None else None
     tables = {}
     if frames.memory_time or frames.memory_size:
         tables["memory_op_summaries"] = _memory_ops(path, frames.memory_time, frames.memory_size)
     if frames.api:
-        tables["api_summaries"] = pl.concat(frames.api)
+        tables["api_summaries"] = _concat(frames.api)
     if frames.nvtx_ranges:
-        tables["nvtx_ranges"] = pl.concat(frames.nvtx_ranges)
+        tables["nvtx_ranges"] = _concat(frames.nvtx_ranges)
     return ReadResult(path=path, format=reader, page="timeline" if frames.timelines else "summary", tool="nsys",
-                      timeline=timeline, summaries=pl.concat(frames.summaries) if frames.summaries else None,
-                      nvtx_summaries=pl.concat(frames.nvtx_summaries) if frames.nvtx_summaries else None,
+                      timeline=timeline, summaries=_concat(frames.summaries) if frames.summaries else None,
+                      nvtx_summaries=_concat(frames.nvtx_summaries) if frames.nvtx_summaries else None,
                       gpu_name=gpu, tables=tables)
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return frames[0] if len(frames) == 1 else pl.concat(frames)   # most captures hold one block of each
 
 
 def _all_cuda_api(block: Block) -> bool:
@@ -337,6 +339,43 @@ def _frame(rows: list[dict], columns: dict) -> pl.DataFrame:
 
 
 def _summary(path: Path, block: Block, columns: dict) -> pl.DataFrame:
+    """A summary report's rows, converted a column at a time; a block with a bad or missing cell goes
+    through the row-by-row path, which names the first bad row as it always did."""
+    try:
+        return _summary_by_column(block, columns)
+    except _NotWhole:
+        return _summary_by_row(path, block, columns)
+
+
+def _summary_by_column(block: Block, columns: dict) -> pl.DataFrame:
+    projection = block.report == "nvtx_gpu_proj_sum"
+    if projection:
+        instances, total = _values(block, "Range Instances"), _values(block, "Total Proj Time")
+    elif block.report == "nvtx_kern_sum":
+        instances, total = _values(block, "Kern Inst"), _values(block, "Total Time")
+    else:
+        instances, total = _values(block, "Instances"), _values(block, "Total Time")
+    if None in instances or None in total:
+        raise _NotWhole
+    prefix = "Proj " if projection else ""
+    out = {"instances": [int(n) for n in instances], "total_ns": total, "avg_ns": _values(block, prefix + "Avg"),
+           "median_ns": _values(block, prefix + "Med"), "min_ns": _values(block, prefix + "Min"),
+           "max_ns": _values(block, prefix + "Max"), "stddev_ns": _values(block, prefix + "StdDev"),
+           "time_pct": [None] * len(block.rows) if projection else _values(block, "Time", scaled=False)}
+    if columns is NVTX_SUMMARY_COLUMNS:
+        out.update(nvtx_range=_texts(block, "Range"), style=_texts(block, "Style"),
+                   time_basis=["gpu projection" if projection else "cpu range"] * len(block.rows))
+    else:
+        out.update(report=[block.report] * len(block.rows), nvtx_range=_texts(block, "NVTX Range"),
+                   grid_dims=[_dims_text(t) for t in _texts(block, "GridXYZ")],
+                   block_dims=[_dims_text(t) for t in _texts(block, "BlockXYZ")],
+                   kernel_name=_texts(block, "Kernel Name" if block.report == "nvtx_kern_sum" else "Name"))
+        if None in out["kernel_name"]:
+            raise _NotWhole
+    return base.frame_of_columns([out[name] for name in columns], columns)
+
+
+def _summary_by_row(path: Path, block: Block, columns: dict) -> pl.DataFrame:
     rows = []
     projection = block.report == "nvtx_gpu_proj_sum"
     for i in range(len(block.rows)):
@@ -461,10 +500,24 @@ def _texts(block: Block, name: str) -> list[str | None]:
     return [None if cell in NULL_CELLS else cell for cell in cells]
 
 
+def _values(block: Block, name: str, scaled: bool = True) -> list[float | None]:
+    """_Row.value(name, scaled) of every row; _NotWhole where a cell is not a number."""
+    _, factor = _scaled(block, name)
+    factor = factor if scaled else 1.0
+    try:
+        return [None if cell is None else float(cell.replace(",", "")) * factor for cell in _texts(block, name)]
+    except ValueError:
+        raise _NotWhole from None
+
+
 def _wholes(block: Block, name: str) -> list[int | None]:
-    """_Row.whole(name) of every row; _NotWhole where a cell is not a number."""
+    """_Row.whole(name) of every row; _NotWhole where a cell is not a number. A cell of up to 15
+    digits in a column of factor 1 is its own int (below 2**53 the float round trip changes nothing)."""
     _, factor = _scaled(block, name)
     try:
+        if factor == 1:
+            return [None if cell is None else int(cell) if len(cell) < 16 and cell.isdigit() else
+                    int(round(float(cell.replace(",", "")) * factor)) for cell in _texts(block, name)]
         return [None if cell is None else int(round(float(cell.replace(",", "")) * factor))
                 for cell in _texts(block, name)]
     except ValueError:
@@ -508,7 +561,7 @@ def _trace_by_column(block: Block) -> pl.DataFrame:
         "registers_per_thread": _wholes(block, "Reg/Trd"), "shared_mem_bytes": shared,
         "bytes": _wholes(block, "Bytes"), "kernel_name": names,
     }
-    return pl.DataFrame({name: columns.get(name, nothing) for name in TIMELINE_COLUMNS}, schema=TIMELINE_COLUMNS)
+    return base.frame_of_columns([columns.get(name, nothing) for name in TIMELINE_COLUMNS], TIMELINE_COLUMNS)
 
 
 def _trace_by_row(path: Path, block: Block) -> pl.DataFrame:
