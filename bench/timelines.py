@@ -8,6 +8,9 @@ For each file, the median of --repeat runs in this process, wall and CPU (proces
              CUDA calls, NVTX events) fetched into pyarrow tables.
              nsys stats CSV: the csv module over every line, each report block (a run of rows as wide
              as its header) into a pyarrow table of its cells.
+  other      a second floor: traces, msgspec.json.decode + Arrow (the fastest parser installed; no
+             orjson here); nsys stats CSV, polars.read_csv of the file where it reads it (one report
+             per file: what a user's script does).
 and kwh / floor by wall and by CPU. With --big-trace MB, a DERIVED trace of that size (the first trace's events repeated
 under one traceEvents array, each copy shifted later in time with its own External id / correlation
 numbers) is read in child processes, to compare peak memory (ru_maxrss) and time of json.loads and
@@ -38,6 +41,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import polars as pl
 import pyarrow as pa
 
 from kwarehouse import ingest
@@ -119,6 +123,14 @@ def floor_stats(path: Path) -> list[pa.Table]:
     return tables
 
 
+def floor_polars(path: Path) -> pl.DataFrame | None:
+    """polars.read_csv of a stats CSV file, or None where polars cannot read it (several reports)."""
+    try:
+        return pl.read_csv(path)
+    except Exception:   # noqa: BLE001 - a capture of several report blocks is no single CSV table
+        return None
+
+
 def kwh(path: Path):
     reader = ingest.sniff(path)
     return ingest.read_with(reader, path)
@@ -135,11 +147,12 @@ def measure(paths: list[Path], repeat: int) -> list[dict]:
         row = {"file": str(path), "format": result.format, "MB": path.stat().st_size / 1e6, "rows": timeline}
         row["kwh_ms"], row["kwh_cpu_ms"] = (1e3 * t for t in timed(lambda: kwh(path), repeat))
         if result.format == "torch-trace":
-            floor = floor_json
-            row["msgspec_floor_ms"], row["msgspec_floor_cpu_ms"] = (1e3 * t for t in timed(
-                lambda: floor_msgspec(path), repeat))
+            floor, other = floor_json, ("msgspec", floor_msgspec)
         else:
-            floor = floor_nsys if result.format == "nsys-sqlite" else floor_stats
+            floor, other = (floor_nsys, None) if result.format == "nsys-sqlite" else (floor_stats, ("polars", floor_polars))
+        if other is not None and other[1](path) is not None:
+            row["other"] = other[0]
+            row["other_ms"], row["other_cpu_ms"] = (1e3 * t for t in timed(lambda: other[1](path), repeat))
         row["floor_ms"], row["floor_cpu_ms"] = (1e3 * t for t in timed(lambda: floor(path), repeat))
         rows.append(row)
     return rows
@@ -223,11 +236,11 @@ def main() -> None:
         rows = measure(paths, options.repeat)
         print(f"median of {options.repeat}; CPU = process_time")
         print("| file | format | MB | rows | kwh ms | kwh CPU ms | floor ms | floor CPU ms | kwh / floor | "
-              "kwh / floor CPU | msgspec floor ms | kwh / msgspec floor |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "kwh / floor CPU | other floor | other ms | kwh / other | kwh / other CPU |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for row in rows:
-            extra = (f"{row['msgspec_floor_ms']:.2f} | {row['kwh_ms'] / row['msgspec_floor_ms']:.2f}"
-                     if "msgspec_floor_ms" in row else "- | -")
+            extra = (f"{row['other']} | {row['other_ms']:.2f} | {row['kwh_ms'] / row['other_ms']:.2f} | "
+                     f"{row['kwh_cpu_ms'] / max(row['other_cpu_ms'], 1e-9):.2f}" if "other" in row else "- | - | - | -")
             print(f"| {row['file']} | {row['format']} | {row['MB']:.2f} | {row['rows']} | {row['kwh_ms']:.2f} | "
                   f"{row['kwh_cpu_ms']:.2f} | {row['floor_ms']:.2f} | {row['floor_cpu_ms']:.2f} | "
                   f"{row['kwh_ms'] / row['floor_ms']:.2f} | {row['kwh_cpu_ms'] / max(row['floor_cpu_ms'], 1e-9):.2f} | "
