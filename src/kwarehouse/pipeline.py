@@ -975,9 +975,12 @@ def kernel_rows(launches: pl.DataFrame, metrics: pl.DataFrame, rules: normalize.
     """The kernels table of one run: launch fields, headline metric columns, identity, context,
     classification and derived roofline columns."""
     dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    read = normalize.kernel_metric_rows(metrics)
+    headline = normalize.headline_columns(read).drop("metric_count").join(
+        metrics.group_by("launch_id").len("metric_count"), on="launch_id", how="left")
     rows = (launches.with_columns([pl.col(c).cast(pl.Int64, strict=False) for c in dims])
-            .join(normalize.headline_columns(metrics), on="launch_id", how="left")
-            .join(normalize.compute_capability_from_attributes(metrics), on="launch_id", how="left")
+            .join(headline, on="launch_id", how="left")
+            .join(normalize.compute_capability_from_attributes(read), on="launch_id", how="left")
             .with_columns(pl.coalesce("compute_capability", "_cc").alias("compute_capability")).drop("_cc"))
     rows = rows.with_columns(
         pl.coalesce(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z"),
@@ -988,7 +991,7 @@ def kernel_rows(launches: pl.DataFrame, metrics: pl.DataFrame, rules: normalize.
         pl.col("shared_mem_bytes").round().cast(pl.Int64),
         pl.col("metric_count").fill_null(0).cast(pl.Int64),
     )
-    return normalize.normalize_kernels(rows, metrics, rules)
+    return normalize.normalize_kernels(rows, read, rules)
 
 
 def _rule_rows(rules: pl.DataFrame) -> pl.DataFrame:

@@ -96,9 +96,10 @@ def read_table(path: Path, data: bytes | None = None) -> NcuTable:
     del data
     if _clean(table):
         # The usual file: rows only, every line ended. The table is parsed as it is and a row's file
-        # line is its index past the header (no list of lines is built).
-        line_numbers = range(header_line, header_line + table.count(b"\n"))
-        return NcuTable(_parse(path, table, line_numbers, header_line), line_numbers[1:], header_line)
+        # line is its index past the header (no list of lines is built, and the lines are counted
+        # only to word a parse error).
+        frame = _parse(path, table, None, header_line)
+        return NcuTable(frame, range(header_line + 1, header_line + 1 + frame.height), header_line)
     lines = table.split(b"\n")
     line_numbers = list(range(header_line, header_line + len(lines)))
     kept = [i for i, line in enumerate(lines) if line.strip() and not _TOOL_LINE.match(line)]
@@ -157,10 +158,12 @@ def _clean(table: bytes) -> bool:
 
 def _parse(path: Path, body: bytes, line_numbers, header_line: int) -> pl.DataFrame:
     """The rows of `body` as text cells; a parse failure names its file line (line_numbers[i] is the
-    file line of the body's i-th line)."""
+    file line of the body's i-th line; None: the body's lines are the file's from the header on)."""
     try:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
+        if line_numbers is None:
+            line_numbers = range(header_line, header_line + body.count(b"\n"))
         bad = _locate_bad_row(body)
         if bad and bad[0] >= len(line_numbers) - 1 and "end of data" in bad[1]:
             raise InputError(path, TRUNCATED_ROW, line=line_numbers[-1]) from exc
