@@ -20,7 +20,7 @@ NVTX rows repeated N times, shifted likewise) is added. Derived files live in a 
     .venv/bin/python bench/timelines.py                       # tests/data traces and nsys exports
     .venv/bin/python bench/timelines.py /tmp/corpus/a/*/trace.json ../shared/public-samples/*.sqlite \\
         --big-trace 500 --nsys-copies 2000
-    .venv/bin/python bench/timelines.py --stats      # adds tests/data's nsys stats CSV files to the defaults
+    .venv/bin/python bench/timelines.py --stats      # also tests/data's nsys stats CSV files
 """
 
 from __future__ import annotations
@@ -219,14 +219,14 @@ def main() -> None:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--big-trace", type=float, metavar="MB", help="also a derived trace of about MB megabytes")
-    parser.add_argument("--stats", action="store_true", help="add tests/data's nsys stats CSV files to the defaults")
+    parser.add_argument("--stats", action="store_true", help="also tests/data's nsys stats CSV files")
     parser.add_argument("--nsys-copies", type=int, metavar="N", help="also a derived nsys export, N times the first")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
         child(options.child[0], Path(options.child[1]))
         return
-    paths = options.files or DEFAULT_INPUTS + (STATS_INPUTS if options.stats else [])
+    paths = (options.files or DEFAULT_INPUTS) + (STATS_INPUTS if options.stats else [])
     with tempfile.TemporaryDirectory(prefix="kwh-bench-timelines-") as folder:
         sqlites = [p for p in paths if p.suffix == ".sqlite"]
         if options.nsys_copies and sqlites:
