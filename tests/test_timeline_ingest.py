@@ -120,3 +120,11 @@ def test_a_trace_whose_events_start_past_the_first_guess_bytes_is_still_a_trace(
     path.write_bytes(b"{" + b" " * (ingest.GUESS_BYTES + 10) + source.lstrip()[1:])
     assert ingest.sniff(path).name == "torch-trace"
     assert ingest.read(path).timeline.equals(plain(TRACES[0]).timeline)
+
+
+def test_nsys_exports_sniffed_and_read_in_threads_side_by_side():
+    from concurrent.futures import ThreadPoolExecutor
+    exports = [DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite", DATA / "nsys-sqlite-rtx3090/report1.sqlite"] * 8
+    with ThreadPoolExecutor(4) as pool:
+        heights = list(pool.map(lambda path: ingest.read(path).timeline.height, exports))
+    assert heights == [20, 136] * 8

@@ -72,9 +72,9 @@ CUT_HINT = "still being copied, or truncated? Wait for the copy to finish or re-
 
 
 def _identity(path: Path) -> tuple:
-    """Which file, in which state, for which thread (a connection serves the thread that opened it)."""
+    """Which file, in which state."""
     stat = path.stat()
-    return (str(path.absolute()), stat.st_size, stat.st_mtime_ns, stat.st_ino, threading.get_ident())
+    return (str(path.absolute()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 class NsysSqlite:
@@ -83,7 +83,8 @@ class NsysSqlite:
     def __init__(self):
         # The connection (and table names) of the file sniff claimed last, handed to read() of the same
         # file unchanged: opening an export parses its schema (~100 tables), a third of a small read.
-        self._sniffed: tuple[tuple, sqlite3.Connection, set[str]] | None = None
+        # Kept per thread: a connection serves (and is closed by) the thread that opened it.
+        self._local = threading.local()
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if not head.startswith(MAGIC):
@@ -102,17 +103,17 @@ class NsysSqlite:
         if not names & set(NSYS_MARKERS[:3]):
             con.close()
             return False
-        self._sniffed = (key, con, names)
+        self._local.sniffed = (key, con, names)
         return True
 
     def _forget_sniffed(self) -> None:
-        if self._sniffed is not None:
-            self._sniffed[1].close()
-            self._sniffed = None
+        sniffed, self._local.sniffed = getattr(self._local, "sniffed", None), None
+        if sniffed is not None:
+            sniffed[1].close()
 
     def _connect(self, path: Path) -> tuple[sqlite3.Connection, set[str] | None]:
         """The sniffed connection where it is this file's, unchanged since, else a new one."""
-        sniffed, self._sniffed = self._sniffed, None
+        sniffed, self._local.sniffed = getattr(self._local, "sniffed", None), None
         if sniffed is not None:
             if sniffed[0] == _identity(path):
                 return sniffed[1], sniffed[2]
