@@ -323,6 +323,20 @@ def _utf8(data: bytes | bytearray) -> None:
         data.decode("utf-8")
 
 
+# What _Streamed keeps of an event, by its category: a GPU activity's name (GPU_CATEGORIES) or one of these.
+_OTHER, _OP, _ANNOTATION, _RUNTIME = 0, 1, 2, 3
+
+
+def _kind(category: str):
+    if category in GPU_CATEGORIES:
+        return GPU_CATEGORIES[category]
+    if category in CPU_OP_CATEGORIES:
+        return _OP
+    if category == "user_annotation":
+        return _ANNOTATION
+    return _RUNTIME if category in RUNTIME_CATEGORIES else _OTHER
+
+
 class _Streamed:
     """What the join of GPU events to CPU ops, CUDA calls and CPU ranges needs, gathered piece by piece."""
 
@@ -335,7 +349,7 @@ class _Streamed:
         self.calls: dict[int, tuple] = {}  # correlation -> (pid, tid, ts) of the first CUDA call
         self.ranges: dict[tuple, list[tuple[Decimal, Decimal, str, bool]]] = {}
         self.count = 0
-        self.categories: dict[str, str] = {}   # "cat" as written -> lower case
+        self.kinds: dict[str, Any] = {}   # "cat" as written -> _kind of its lower case
         # one copy of each op name and op list text: a trace repeats the same few hundred op names and
         # shapes over and over, and as many copies they were a third of the memory a big trace took
         self.kept: dict = {}
@@ -406,18 +420,19 @@ class _Streamed:
     def _take(self, events: list[_Event]) -> None:
         """Keep what the join needs from one piece's events, in the plain path's terms."""
         gpu, ops, calls, ranges = self.gpu, self.ops, self.calls, self.ranges
-        categories, kept = self.categories, self.kept
+        kinds, kept = self.kinds, self.kept
         for order, event in enumerate(events, self.count):
             cat = event.cat
-            category = categories.get(cat) if cat.__class__ is str else str(cat).lower()
-            if category is None:
-                category = categories[cat] = cat.lower()
-            activity = GPU_CATEGORIES.get(category)
-            if activity is not None:
+            kind = kinds.get(cat) if cat.__class__ is str else _kind(str(cat).lower())
+            if kind is None:
+                kind = kinds[cat] = _kind(cat.lower())
+            if not kind:
+                continue          # flows, Python functions, overhead: nothing the join uses
+            if kind.__class__ is str:
                 if event.ph == "X":
-                    gpu.append(self._gpu_record(order, activity, event))
-            elif category in RANGE_CATEGORIES:
-                if category != "user_annotation":
+                    gpu.append(self._gpu_record(order, kind, event))
+            elif kind != _RUNTIME:
+                if kind == _OP:
                     args = event.args or NO_ARGS
                     external = args.external_id
                     external = external if external.__class__ is int else _int(external)
@@ -438,10 +453,16 @@ class _Streamed:
                     start = event.ts
                     if start.__class__ is not Decimal:
                         start = _decimal(start)
-                    ranges.setdefault((event.pid, event.tid), []).append(
-                        (start, start + (duration if duration.__class__ is Decimal else Decimal(duration)),
-                         kept.setdefault(name := _name(event), name), category == "user_annotation"))
-            elif category in RUNTIME_CATEGORIES:
+                    name = event.name
+                    if name.__class__ is not str:
+                        name = _name(event)
+                    thread = (event.pid, event.tid)
+                    spans = ranges.get(thread)
+                    if spans is None:
+                        spans = ranges[thread] = []
+                    spans.append((start, start + (duration if duration.__class__ is Decimal else Decimal(duration)),
+                                  kept.setdefault(name, name), kind == _ANNOTATION))
+            else:
                 correlation = _int((event.args or NO_ARGS).correlation)
                 if correlation is not None and correlation not in calls:
                     start = event.ts
