@@ -928,7 +928,9 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
         """The batch's rows of a table, tagged with their run, cut into one Arrow table per run."""
         if normalize.BATCH_RUN not in frame.columns:
             frame = frame.with_columns((pl.col("launch_id") // (1 << LAUNCH_BITS)).alias(normalize.BATCH_RUN))
-        frame = frame[_write_order(name, frame)]
+        order = _write_order(name, frame)
+        if order is not None:
+            frame = frame[order]
         frame = (frame.with_columns(pl.col("launch_id") % (1 << LAUNCH_BITS))
                  .join(names, on=normalize.BATCH_RUN, how="left", maintain_order="left"))
         ends = np.cumsum(np.bincount(frame[normalize.BATCH_RUN].to_numpy(), minlength=len(runs)))
@@ -945,17 +947,22 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
     return built
 
 
-def _write_order(name: str, frame: pl.DataFrame) -> pl.Series:
-    """The row order by_run cuts a batch table in: by run, and within a run, for a table the writer
-    clusters (store.CLUSTER_ORDER: metrics by metric, run_id, launch_id), in that order, so the writer
-    finds its rows ordered and does not sort them again; other tables keep their row order.
+def _write_order(name: str, frame: pl.DataFrame) -> pl.Series | None:
+    """The row order by_run cuts a batch table in (None: the order it has): by run, and within a run,
+    for a table the writer clusters (store.CLUSTER_ORDER: metrics by metric, run_id, launch_id), in
+    that order, so the writer finds its rows ordered and does not sort them again; other tables keep
+    their row order.
 
-    One sort of one integer key (run, the metric's rank among the batch's names, launch) and one
-    gather: sorting on the metric text, and sorting again before the write, cost several times that."""
+    A batch of raw pages usually has that order already (the reader keeps their metric columns in name
+    order): a comparison of each row with the next finds it so. Otherwise one sort of one integer key
+    (run, the metric's rank among the batch's names, launch) and one gather: sorting on the metric
+    text, and sorting again before the write, cost several times that."""
     run = frame[normalize.BATCH_RUN]
     if store.CLUSTER_ORDER.get(name) != ("metric", "run_id", "launch_id") or frame.height == 0:
-        return frame.select(pl.arg_sort_by(normalize.BATCH_RUN, maintain_order=True)).to_series()
+        return None if run.is_sorted() else frame.select(pl.arg_sort_by(normalize.BATCH_RUN, maintain_order=True)).to_series()
     metric = frame["metric"]
+    if not metric.null_count() and frame.select(_ordered(normalize.BATCH_RUN, "metric", "launch_id")).item():
+        return None
     names = metric.unique().sort()
     width = max(1, (names.len() - 1).bit_length())
     if metric.null_count() or int(run.max()).bit_length() + width + LAUNCH_BITS > 62:
@@ -963,6 +970,17 @@ def _write_order(name: str, frame: pl.DataFrame) -> pl.Series:
     rank = metric.replace_strict(names, pl.int_range(names.len(), dtype=pl.Int64, eager=True), return_dtype=pl.Int64)
     launch = frame["launch_id"] % (1 << LAUNCH_BITS)
     return (run * (1 << (width + LAUNCH_BITS)) + rank * (1 << LAUNCH_BITS) + launch).arg_sort()
+
+
+def _ordered(*columns: str) -> pl.Expr:
+    """Whether the rows are sorted by `columns`, ascending (each row against the next; no nulls)."""
+    before = equal = None
+    for column in columns:
+        this, following = pl.col(column), pl.col(column).shift(-1)
+        less, same = this < following, this == following
+        before = less if before is None else before | (equal & less)
+        equal = same if equal is None else equal & same
+    return (before | equal).head(pl.len() - 1).all()
 
 
 def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:

@@ -629,7 +629,11 @@ class Warehouse:
         table = table.select(spec.file_schema.names)
         if _same_columns(table.schema, spec.file_schema):
             relative = relative.with_name(f"{relative.stem}.{current_schema_mark(name)}.parquet")
-        _write_parquet(stage / relative, name, [table], table.schema, INGEST_COMPRESSION)
+        # dictionaries for the text columns only: building one for every number (a dictionary page
+        # per column, all its values hashed) cost a fifth of the metrics table's write; kwh compact
+        # rewrites the files with every column's dictionary
+        text = [f.name for f in table.schema if _stored_type(f.type) == pa.string()]
+        _write_parquet(stage / relative, name, [table], table.schema, INGEST_COMPRESSION, dictionary=text)
         return relative
 
     def _stage_chunks(self, stage: Path, relative: Path, name: str, chunks) -> Path:
@@ -962,16 +966,18 @@ def current_schema_mark(table: str) -> str:
     return "s" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema, compression: str = "zstd") -> None:
-    """Write `tables` (an iterable) into one Parquet file (zstd unless told); clustered tables
-    (CLUSTER_ORDER) are sorted per table and cut into small row groups."""
+def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema, compression: str = "zstd",
+                   dictionary: bool | list[str] = True) -> None:
+    """Write `tables` (an iterable) into one Parquet file (zstd unless told; dictionary: pyarrow's
+    use_dictionary); clustered tables (CLUSTER_ORDER) are sorted per table and cut into small row groups."""
     order = CLUSTER_ORDER.get(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     # string_view columns (polars' strings handed over without a copy; only in tables of flat strings and
     # numbers) are stored as plain strings, without the Arrow schema that would make pyarrow read them
     # back as views: every reader then sees the file as if it had been written from strings
     views = any(f.type == pa.string_view() for f in file_schema)
-    with pq.ParquetWriter(path, file_schema, compression=compression, store_schema=not views) as writer:
+    with pq.ParquetWriter(path, file_schema, compression=compression, store_schema=not views,
+                          use_dictionary=dictionary) as writer:
         for table in tables:
             if order and not _in_order(table, order):
                 table = table.take(_cluster_indices(table, order))

@@ -240,9 +240,15 @@ def is_mangled(names: pl.Series) -> bool:
     return names.len() > 0 and bool(names.str.starts_with("_Z").any())
 
 
+def locale_numbers(cells: pl.Series) -> pl.Series:
+    """The cells printed with a locale's digit grouping ("27.595.520"), in order."""
+    cells = cells.drop_nulls()
+    return cells.filter(cells.str.contains(LOCALE_NUMBER.pattern))
+
+
 def reject_locale_numbers(path: Path, cells: pl.Series) -> None:
     """Refuse values printed with a locale's digit grouping ("27.595.520"), naming the first one's line."""
-    found = cells.drop_nulls().filter(cells.drop_nulls().str.contains(LOCALE_NUMBER.pattern))
+    found = locale_numbers(cells)
     if found.len():
         cell = found[0]
         data = path.read_bytes()

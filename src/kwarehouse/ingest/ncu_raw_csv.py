@@ -43,8 +43,11 @@ class NcuRawCsv:
             raise InputError(path, 'kernel row without a numeric "ID"', line=table.row_lines[index + 1])
         units_of = dict(zip(units_row.columns, units_row.row(0)))
         units = {name: units_of[name] or "" for name in metric_names}
-        metrics = long_metrics(launches_rows, metric_names, units)
-        ncu_csv.reject_locale_numbers(path, metrics["value_text"])
+        # The metric columns in name order: a batch of raw pages is then in the order the writer
+        # clusters the metrics table in (metric, run, launch) and is written without a sort.
+        metrics = long_metrics(launches_rows, sorted(metric_names), units)
+        if ncu_csv.locale_numbers(metrics["value_text"]).len():   # named as the columns' order finds it
+            ncu_csv.reject_locale_numbers(path, long_metrics(launches_rows, metric_names, units)["value_text"])
         gpu = None
         if "device__attribute_display_name" in frame.columns:
             names = launches_rows["device__attribute_display_name"].drop_nulls()

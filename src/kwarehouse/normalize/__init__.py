@@ -219,8 +219,10 @@ def merge_ordered_metrics(pages: list[pl.DataFrame]) -> pl.DataFrame:
     described = pl.DataFrame({"_key": keys, "_section": allrows["section"], "_label": allrows["label"]})
     described = pl.concat([described.filter(sectioned & ~generic), described.filter(generic)])
     described = described.filter(described["_key"].is_first_distinct())
-    section = best_keys.replace_strict(described["_key"], described["_section"], default=None, return_dtype=pl.String)
-    label = best_keys.replace_strict(described["_key"], described["_label"], default=None, return_dtype=pl.String)
+    # each kept row's described row (one lookup serves both columns; null where none)
+    at = best_keys.replace_strict(described["_key"], pl.int_range(described.height, dtype=pl.UInt32, eager=True),
+                                  default=None, return_dtype=pl.UInt32)
+    section, label = described["_section"].gather(at), described["_label"].gather(at)
     return best.with_columns(pl.coalesce(pl.lit(section), "section").alias("section"),
                              pl.coalesce("label", pl.lit(label)).alias("label")).select(*METRIC_COLUMNS)
 
