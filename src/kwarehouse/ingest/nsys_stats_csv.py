@@ -79,6 +79,7 @@ TRUNCATED_ROW = ("file ends in the middle of a line (still being copied, or trun
 OLD_NAMES = {"Time(%)": "Time", "Average": "Avg", "Minimum": "Min", "Maximum": "Max", "CorrID": "CorrId",
              "Median": "Med", "Operations": "Count", "Calls": "Num Calls"}
 NULL_CELLS = ("", "-", "N/A", "n/a", "None")   # nsys prints None for a missing value in column format
+NULL_SET = frozenset(NULL_CELLS)
 
 
 @dataclass
@@ -125,6 +126,18 @@ def announced_report(line: str) -> str | None:
     return None
 
 
+def _parse_lines(lines: list[str]) -> list[list[str] | None]:
+    """_parse_line of every line: in one pass of the csv module where each line makes one row (a quote
+    left open joins lines, an odd byte raises: then line by line, as the reader always did)."""
+    try:
+        rows = list(csv.reader(lines))
+    except csv.Error:
+        rows = None
+    if rows is None or len(rows) != len(lines):
+        return [_parse_line(line) for line in lines]
+    return rows
+
+
 def _parse_line(line: str) -> list[str] | None:
     try:
         return next(csv.reader([line]))
@@ -164,15 +177,15 @@ class NsysStatsCsv:
         blocks: list[Block] = []
         announced: str | None = None
         current: Block | None = None
-        for number, line in enumerate(lines, 1):
-            found = REPORT_LINE.match(line) or EXECUTING_LINE.match(line)
+        for number, (line, fields) in enumerate(zip(lines, _parse_lines(lines)), 1):
+            # both patterns start with a literal "Processing [" / "[": other lines skip the regexes
+            found = line[:1] in ("P", "[") and (REPORT_LINE.match(line) or EXECUTING_LINE.match(line))
             if found:
                 announced, current = OLD_REPORTS.get(found["report"], found["report"]), None
                 continue
             if not line.strip() or line.startswith(("SKIPPED:", "NOTICE:", "Generating ", "WARNING:", " **", "**")):
                 current = None
                 continue
-            fields = _parse_line(line)
             if current is None:
                 report = report_of(fields) if fields and len(fields) > 2 else None
                 if report is None:
@@ -496,8 +509,7 @@ def _texts(block: Block, name: str) -> list[str | None]:
     column, _ = _scaled(block, name)
     if column is None:
         return [None] * len(block.rows)
-    cells = [row[column].strip() for row in block.rows]
-    return [None if cell in NULL_CELLS else cell for cell in cells]
+    return [None if (cell := row[column].strip()) in NULL_SET else cell for row in block.rows]
 
 
 def _values(block: Block, name: str, scaled: bool = True) -> list[float | None]:
@@ -513,13 +525,16 @@ def _values(block: Block, name: str, scaled: bool = True) -> list[float | None]:
 def _wholes(block: Block, name: str) -> list[int | None]:
     """_Row.whole(name) of every row; _NotWhole where a cell is not a number. A cell of up to 15
     digits in a column of factor 1 is its own int (below 2**53 the float round trip changes nothing)."""
-    _, factor = _scaled(block, name)
+    column, factor = _scaled(block, name)
+    if column is None:
+        return [None] * len(block.rows)
     try:
         if factor == 1:
-            return [None if cell is None else int(cell) if len(cell) < 16 and cell.isdigit() else
-                    int(round(float(cell.replace(",", "")) * factor)) for cell in _texts(block, name)]
-        return [None if cell is None else int(round(float(cell.replace(",", "")) * factor))
-                for cell in _texts(block, name)]
+            return [int(cell) if cell.isdigit() and len(cell) < 16 else None if cell in NULL_SET else
+                    int(round(float(cell.replace(",", "")) * factor))
+                    for cell in [row[column].strip() for row in block.rows]]
+        return [None if cell in NULL_SET else int(round(float(cell.replace(",", "")) * factor))
+                for cell in [row[column].strip() for row in block.rows]]
     except ValueError:
         raise _NotWhole from None
 
@@ -541,11 +556,12 @@ def _trace_by_column(block: Block) -> pl.DataFrame:
     names = [name or "" for name in _texts(block, "Name")]
     grid = [_wholes(block, column) for column in ("GrdX", "GrdY", "GrdZ")]
     devices: dict[str | None, tuple[int | None, str | None]] = {}
-    for text in _texts(block, "Device"):
+    texts = _texts(block, "Device")
+    for text in texts:
         if text not in devices:
             device = DEVICE.match(text or "")
             devices[text] = (int(device["id"]), device["name"]) if device else (None, text)
-    device_ids, device_names = zip(*(devices[text] for text in _texts(block, "Device"))) if block.rows else ((), ())
+    device_ids, device_names = zip(*(devices[text] for text in texts)) if block.rows else ((), ())
     shared = [None if static is None and dynamic is None else (static or 0) + (dynamic or 0)
               for static, dynamic in zip(_wholes(block, "StcSMem"), _wholes(block, "DymSMem"))]
     height = len(block.rows)
