@@ -15,7 +15,9 @@ and kwh / floor by wall and by CPU. With --big-trace MB, a DERIVED trace of that
 under one traceEvents array, each copy shifted later in time with its own External id / correlation
 numbers) is read in child processes, to compare peak memory (ru_maxrss) and time of json.loads and
 of kwh's reader (and msgspec + Arrow). With --nsys-copies N, a DERIVED nsys export (the first SQLite's activity, runtime and
-NVTX rows repeated N times, shifted likewise) is added. Derived files live in a temporary folder only.
+NVTX rows repeated N times, shifted likewise) is added; with --stats-copies N, a DERIVED nsys stats capture
+(the first stats file with a cuda_gpu_trace block, that block's rows repeated N times with their Start
+shifted). Derived files live in a temporary folder only.
 
     .venv/bin/python bench/timelines.py                       # tests/data traces and nsys exports
     .venv/bin/python bench/timelines.py /tmp/corpus/a/*/trace.json ../shared/public-samples/*.sqlite \\
@@ -199,6 +201,23 @@ def derive_nsys(source: Path, target: Path, copies: int) -> None:
     con.close()
 
 
+def derive_stats(source: Path, target: Path, copies: int) -> bool:
+    """The capture with its cuda_gpu_trace block's rows repeated; False where it has no such block."""
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = next((i for i, line in enumerate(lines) if line.startswith("Start") and ",GrdX," in line), None)
+    if header is None:
+        return False
+    end = next((i for i in range(header + 1, len(lines)) if not lines[i].strip()), len(lines))
+    rows = [next(csv.reader([line])) for line in lines[header + 1:end]]
+    span = max(int(r[0]) for r in rows) - min(int(r[0]) for r in rows) + 1000
+    copied = io.StringIO()
+    writer = csv.writer(copied, lineterminator="\n")
+    for k in range(copies):
+        writer.writerows([str(int(r[0]) + k * span), *r[1:]] for r in rows)
+    target.write_text("".join(lines[:header + 1]) + copied.getvalue() + "".join(lines[end:]), encoding="utf-8")
+    return True
+
+
 def child(kind: str, path: Path) -> None:
     """One measurement in a fresh process: seconds and peak RSS, as JSON on stdout."""
     start = time.perf_counter()
@@ -220,6 +239,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--big-trace", type=float, metavar="MB", help="also a derived trace of about MB megabytes")
     parser.add_argument("--stats", action="store_true", help="also tests/data's nsys stats CSV files")
+    parser.add_argument("--stats-copies", type=int, metavar="N",
+                        help="also a derived nsys stats capture, its GPU trace rows N times")
     parser.add_argument("--nsys-copies", type=int, metavar="N", help="also a derived nsys export, N times the first")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -233,6 +254,10 @@ def main() -> None:
             derived = Path(folder) / f"derived-x{options.nsys_copies}.sqlite"
             derive_nsys(sqlites[0], derived, options.nsys_copies)
             paths = [*paths, derived]
+        if options.stats_copies:
+            derived = Path(folder) / f"derived-x{options.stats_copies}.csv"
+            if any(derive_stats(p, derived, options.stats_copies) for p in paths if p.suffix == ".csv"):
+                paths = [*paths, derived]
         rows = measure(paths, options.repeat)
         print(f"median of {options.repeat}; CPU = process_time")
         print("| file | format | MB | rows | kwh ms | kwh CPU ms | floor ms | floor CPU ms | kwh / floor | "
