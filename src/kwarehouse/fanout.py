@@ -31,9 +31,11 @@ from kwarehouse.store import IngestedFile, StagedRun, Warehouse
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]
 # Folders go to workers this many at a time (or up to this many input bytes): the runs of a job are
-# normalized and written together (pipeline.build_ncu_batch), and jobs stay many enough to balance.
-JOB_FOLDERS = 16
-JOB_BYTES = 128 << 20
+# normalized and written together (pipeline.build_ncu_batch), and jobs stay many enough to balance
+# (the last job of one worker is all the other may wait for) and small enough for a worker's memory
+# (pipeline.BATCH_BYTES).
+JOB_FOLDERS = 8
+JOB_BYTES = 80 << 20
 
 
 @dataclass(frozen=True)
