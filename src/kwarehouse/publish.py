@@ -146,7 +146,7 @@ def publish(warehouse) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            _build(warehouse, fresh, snapshot, warnings)
+            views_only = _build(warehouse, fresh, snapshot, warnings)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -165,7 +165,7 @@ def publish(warehouse) -> list[str]:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
-                 "definitions": definitions(root)})))
+                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -189,11 +189,30 @@ def _warn(warnings: list[str]) -> list[str]:
     return warnings
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
+def _previous(warehouse) -> Path | None:
+    """The published warehouse.duckdb where it can stand in for views_template: exactly what kwh
+    published (no user object, no WAL), with today's definitions, by this DuckDB, every view still a
+    view (nothing materialized)."""
+    path = warehouse.duckdb_path
+    recorded = _recorded(warehouse)
+    if (recorded.get("views_only") and recorded.get("stat") == _stat(path) and recorded.get("root") == str(warehouse.root)
+            and recorded.get("definitions") == definitions(warehouse.root) and recorded.get("duckdb") == duckdb.__version__
+            and not Path(f"{path}.wal").exists()):
+        return path
+    return None
+
+
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
+    """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
+    materialized), which lets the next publish start from it."""
     from kwarehouse.store import _add_reference_tables
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
-    template = views_template()
+    # The previous published file, where it is kwh's own and current but for its data, is copied
+    # instead of the template: its views are bound already, and the template costs a process about
+    # half a second to make (the fixed cost of every ingest's publish).
+    previous = _previous(warehouse)
+    template = previous or views_template()
     if template is not None:
         shutil.copyfile(template, fresh)
     con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
@@ -202,8 +221,11 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
             # the template's views were bound once over empty tables: swap those for the snapshot's
             # views over Parquet (nothing re-binds: DuckDB views keep no dependencies) and load the
             # warehouse's own thresholds
-            for name in schema.tables():
-                con.execute(f'DROP TABLE "{name}"')
+            if previous is None:
+                for name in schema.tables():
+                    con.execute(f'DROP TABLE "{name}"')
+            else:
+                con.execute(f"DROP TABLE {PUBLISHED_TABLE}")
             for statement in warehouse.view_sql(snapshot):
                 con.execute(statement)
             con.execute("DELETE FROM bottleneck_thresholds")
@@ -214,7 +236,8 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
             _add_reference_tables(con)
             views.create_all(con, warehouse.root)
         # on a large warehouse, the heavy views are computed here once, not by every query (views.MATERIALIZED)
-        if _launch_rows(con) >= views.MATERIALIZE_MIN_ROWS:
+        views_only = _launch_rows(con) < views.MATERIALIZE_MIN_ROWS
+        if not views_only:
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
@@ -235,6 +258,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> None:
         check.execute("SELECT count(*) FROM runs").fetchall()
     finally:
         check.close()
+    return views_only
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
