@@ -69,7 +69,7 @@ SELECT run_id, model, gpu, device_id, subject, occurrences, kernels, gpu_time_ns
        CASE WHEN est_time_saved_ns < 0 THEN 0.0 ELSE est_time_saved_ns END AS est_time_saved_ns,
        peak_dram_bytes_per_s,
        concat(CAST(occurrences AS VARCHAR), ' time(s) ', CAST(kernels AS VARCHAR), ' memory-bound kernels in a row (',
-              CAST(distinct_ops AS VARCHAR), ' distinct ops): ', CAST(round(gpu_time_ns / 1000, 1) AS VARCHAR), ' us',
+              CAST(distinct_ops AS VARCHAR), ' distinct ops): ', CAST(round(gpu_time_ns / 100) / 10 AS VARCHAR), ' us',
               CASE WHEN dram_bytes IS NOT NULL
                    THEN concat(', ', CAST(round(dram_bytes / 1e6, 2) AS VARCHAR), ' MB of DRAM traffic') ELSE '' END,
               CASE WHEN fused_time_ns IS NOT NULL

@@ -8,6 +8,8 @@
 -- est_time_saved_ns: the idle time above the device's smallest gap in that run (the spacing the GPU keeps
 -- when launches are queued ahead of it), which replaying the stretch as one CUDA Graph or fusing it could
 -- remove. An estimate and an upper bound: the profiler's own overhead widens every gap.
+-- Microseconds in the evidence are whole nanoseconds rounded half up (round(ns / 100) / 10): round(ns / 1000, 1)
+-- of 205,950 ns gave 206.0 or 205.9 depending on the engine (DuckDB 2 rounds the binary double 205.9499...).
 WITH activity AS (
     SELECT run_id, model, gpu, device_id, stream_id, start_ns, duration_ns, start_ns + duration_ns AS end_ns,
            coalesce(nvtx_range, split_part(nvtx_path, ' > ', 1), framework_op, kernel_base) AS subject,
@@ -62,9 +64,9 @@ SELECT run_id, model, gpu, device_id, subject, subject_kind, launches, stretches
        100.0 * est_time_saved_ns / NULLIF(span_ns, 0) AS est_saved_pct_of_span,
        gap_median_ns,
        concat(CAST(launches AS VARCHAR), ' launches in ', CAST(stretches AS VARCHAR), ' stretch(es): GPU ran ',
-              CAST(round(gpu_time_ns / 1000, 1) AS VARCHAR), ' us and sat idle ', CAST(round(idle_ns / 1000, 1) AS VARCHAR),
-              ' us between them (median gap ', CAST(round(gap_median_ns / 1000, 1) AS VARCHAR),
-              ' us; smallest gap of the run ', CAST(round(floor_gap_ns / 1000, 1) AS VARCHAR),
+              CAST(round(gpu_time_ns / 100) / 10 AS VARCHAR), ' us and sat idle ', CAST(round(idle_ns / 100) / 10 AS VARCHAR),
+              ' us between them (median gap ', CAST(round(gap_median_ns / 100) / 10 AS VARCHAR),
+              ' us; smallest gap of the run ', CAST(round(floor_gap_ns / 100) / 10 AS VARCHAR),
               ' us): launch-bound, a CUDA Graph or torch.compile candidate. Gaps include profiler overhead, ',
               'so the saving is an upper bound') AS evidence
 FROM both_levels
