@@ -88,6 +88,18 @@ def reject_cut_last_launch(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFr
     metrics = frame.filter(pl.col("Metric Name").is_not_null() & (pl.col("Metric Name") != ""))
     if metrics.height == 0:
         return
+    # A strict prefix is shorter than what it is a prefix of: where the last launch has as many metric
+    # rows as any other it is compared with (every complete file), the rows need not be compared.
+    counts = metrics.group_by("ID", maintain_order=True).agg(
+        *([pl.col("CC").first()] if "CC" in frame.columns else []), pl.len().alias("_rows"))
+    if counts.height < 2:
+        return
+    last_count = counts.row(-1, named=True)
+    compared = counts.slice(0, counts.height - 1)
+    if "CC" in frame.columns and last_count["CC"] is not None:
+        compared = compared.filter(pl.col("CC") == last_count["CC"])
+    if compared.height and last_count["_rows"] >= compared["_rows"].max():
+        return
     keys = [pl.col("ID")] + ([pl.col("CC")] if "CC" in frame.columns else [])
     per_launch = (metrics.group_by("ID", maintain_order=True)
                   .agg(*[k.first().alias(f"_{i}") for i, k in enumerate(keys[1:])],

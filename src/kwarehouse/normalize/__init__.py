@@ -75,12 +75,11 @@ def to_base_units(metrics: pl.DataFrame) -> pl.DataFrame:
           if names.len() else pl.Series([], dtype=pl.UInt32))
     cells = metrics["value_text"]
     is_number = cells.str.contains(PADDED_NUMBER)
-    # Most numeric cells have no separator and no padding: they cast as they are. The others ("1,123")
-    # are cleaned first, alone (cleaning every cell copied every cell twice).
-    number = cells.cast(pl.Float64, strict=False)
-    to_clean = is_number & number.is_null()
-    if to_clean.any():
-        number = number.scatter(to_clean.arg_true(), cells.filter(to_clean).str.strip_chars()
+    # ncu pads no cell: only a padded number (rare) is stripped, alone (stripping every cell copied them all)
+    number = cells.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+    padded = is_number & number.is_null()
+    if padded.any():
+        number = number.scatter(padded.arg_true(), cells.filter(padded).str.strip_chars()
                                 .str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False))
     return metrics.with_columns(
         pl.when(is_number).then(number * pl.Series([f for _, f in conversions], dtype=pl.Float64).gather(at))
