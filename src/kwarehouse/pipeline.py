@@ -956,7 +956,9 @@ def _write_order(name: str, frame: pl.DataFrame) -> pl.Series | None:
     A batch of raw pages usually has that order already (the reader keeps their metric columns in name
     order): a comparison of each row with the next finds it so. Otherwise one sort of one integer key
     (run, the metric's rank among the batch's names, launch) and one gather: sorting on the metric
-    text, and sorting again before the write, cost several times that."""
+    text, and sorting again before the write, cost several times that. The order is needed, not only
+    cheaper: the metrics table reaches the writer with string_view columns, which Arrow's take (the
+    writer's own sort) does not handle."""
     run = frame[normalize.BATCH_RUN]
     if store.CLUSTER_ORDER.get(name) != ("metric", "run_id", "launch_id") or frame.height == 0:
         return None if run.is_sorted() else frame.select(pl.arg_sort_by(normalize.BATCH_RUN, maintain_order=True)).to_series()
