@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import decimal
 import math
-import re
 import shutil
 from pathlib import Path
 
@@ -77,30 +76,7 @@ def same_value(a, b) -> bool:
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if isinstance(a, str) and isinstance(b, str) and a != b:
-        return same_text_but_half_way_rounding(a, b)
     return a == b
-
-
-NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)")
-
-
-def same_text_but_half_way_rounding(a: str, b: str) -> bool:
-    """Evidence text equal but for numbers one unit apart in their last printed digit: round() of a
-    DOUBLE that prints as a half-way value (38.05) goes down in DuckDB >= 2.0, which rounds the binary
-    value (38.04999...), and up in Spark, which rounds its decimal text; both are correct roundings."""
-    left, right = NUMBER.split(a), NUMBER.split(b)
-    if len(left) != len(right):
-        return False
-    for index, (x, y) in enumerate(zip(left, right)):
-        if x == y:
-            continue
-        if index % 2 == 0:          # text between numbers differs
-            return False
-        decimals = len(x.partition(".")[2])
-        if decimals != len(y.partition(".")[2]) or abs(float(x) - float(y)) > 1.5 * 10 ** -decimals:
-            return False
-    return True
 
 
 def assert_same_rows(spark_rows, duckdb_rows, what: str) -> None:
