@@ -51,3 +51,30 @@ def test_a_bad_run_in_a_batch_fails_alone(tmp_path, monkeypatch):
     report = pipeline.ingest(folders, Warehouse(tmp_path / "wh"))
     assert len(report.failed) == 1 and "a bad run" in report.failed[0]
     assert len(report.runs) == 1 and "gtx1080" in report.runs[0].files[0]
+
+
+def test_commit_behind_reports_and_stores_as_one_after_the_other(tmp_path, monkeypatch):
+    """Batches committed in a thread while the next folders are read (pipeline.COMMIT_BEHIND) give the
+    report, line for line and in order, and the rows of committing each batch before reading on: with
+    runs, a copy of an export (skipped), a bad export (failed) and a warehouse file in several batches."""
+    import shutil
+    drop = tmp_path / "drop"
+    for source in SOURCES:
+        shutil.copytree(source, drop / source.name)
+    first_csv = next(p for p in sorted((drop / SOURCES[0].name).iterdir()) if p.suffix == ".csv")
+    (drop / "zz-copy").mkdir()
+    shutil.copy(first_csv, drop / "zz-copy" / first_csv.name)
+    (drop / "m-bad").mkdir()
+    (drop / "m-bad" / "broken.csv").write_text('"ID","Kernel Name"\n"0"\n')
+    monkeypatch.setattr(pipeline, "BATCH_RUNS", 2)
+    answers = {}
+    for behind in (False, True):
+        monkeypatch.setattr(pipeline, "COMMIT_BEHIND", behind)
+        warehouse = Warehouse(tmp_path / f"wh-{behind}")
+        report = pipeline.ingest([drop], warehouse)
+        answers[behind] = ([(r.run_id, r.files, r.kernels) for r in report.runs], report.skipped, report.failed,
+                           warehouse_rows(warehouse))
+    runs, skipped, failed, _ = answers[True]
+    assert len(runs) > 2 * 2 and failed and "broken.csv" in failed[0]
+    assert any("same content" in why for _, why in skipped)
+    assert answers[True] == answers[False]

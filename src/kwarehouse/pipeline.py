@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -173,9 +174,35 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         return warehouse.ingested_at_path(path) if warehouse.exists else []
 
     pending: dict[str, list[_Source]] = {}
+    # A full batch is committed in a thread while the next folders are read (COMMIT_BEHIND): polars,
+    # pyarrow, hashlib and SQLite leave the GIL, so one process keeps two cores busy (17.0 -> 13.3 s
+    # for 100 runs on 2 cores). Each stage reports into its own IngestReport, merged in the order a
+    # one-after-the-other ingest writes it. Reading ahead of a commit is safe: a file of this ingest
+    # is found by `seen`, not by `already`, and the commit checks the catalog again under the lock.
+    reading = IngestReport()
+    committing: tuple[Future, IngestReport] | None = None
+
+    def finish_commit() -> None:
+        nonlocal committing
+        if committing is not None:
+            future, committed = committing
+            committing = None
+            future.result()
+            _extend(report, committed)
+
+    def start_commit(groups: dict[str, list[_Source]]) -> None:
+        nonlocal committing, reading
+        finish_commit()
+        _extend(report, reading)
+        reading, committed = IngestReport(), IngestReport()
+        committing = (committer.submit(commit_batch, groups, warehouse, model, tags, committed), committed)
+        if not COMMIT_BEHIND:
+            finish_commit()
+
+    committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-commit")
     try:
         for batch in batches:
-            groups = read_folder(batch, format, already, metadata, seen, report, progress, earlier)
+            groups = read_folder(batch, format, already, metadata, seen, reading, progress, earlier)
             if not groups:
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
@@ -183,23 +210,35 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                 report.repairs.extend(writer.__enter__())
             pending.update(groups)   # a run id names its folder: folders never share one
             if batch_full(pending):
-                commit_batch(pending, warehouse, model, tags, report)
+                start_commit(pending)
                 pending = {}
         if pending:
-            commit_batch(pending, warehouse, model, tags, report)
+            start_commit(pending)
+        finish_commit()
+        _extend(report, reading)
         if writer is None and warehouse.has_leftovers():
             # nothing to commit, but an interrupted writer left staged files: clear them now
             writer = warehouse.writer()
             report.repairs.extend(writer.__enter__())
     except BaseException:
+        committer.shutdown(wait=True)   # the writer is closed only once no commit is running
         if writer is not None:
             writer.__exit__(*sys.exc_info())
             writer = None
         raise
     finally:
+        committer.shutdown(wait=True)
         if writer is not None:
             writer.__exit__(None, None, None)
     return report
+
+
+def _extend(report: IngestReport, more: IngestReport) -> None:
+    """Add what `more` reports to `report`, after what it has."""
+    report.runs.extend(more.runs)
+    report.skipped.extend(more.skipped)
+    report.failed.extend(more.failed)
+    report.repairs.extend(more.repairs)
 
 
 def folder_batches(sources: Iterable[Path], report: IngestReport | None = None) -> list[list[tuple[Path, bool]]]:
@@ -286,6 +325,9 @@ def _settled(batches: list[list[tuple[Path, bool]]], settle_seconds: float,
 # 16 or 64 runs, and 903, 1,288 and 2,139 MiB at the peak.
 BATCH_RUNS = 16
 BATCH_BYTES = 80 << 20
+# A full batch is committed in a thread while the next folders are read (False: each batch is
+# committed before reading on; the report and the rows are the same either way, tested).
+COMMIT_BEHIND = True
 # In a batch, a launch's id carries its run's position above these bits (ncu numbers launches from 0).
 LAUNCH_BITS = 32
 
