@@ -78,3 +78,35 @@ def test_commit_behind_reports_and_stores_as_one_after_the_other(tmp_path, monke
     assert len(runs) > 2 * 2 and failed and "broken.csv" in failed[0]
     assert any("same content" in why for _, why in skipped)
     assert answers[True] == answers[False]
+
+
+def test_a_warehouse_failure_stops_the_ingest_at_that_batch(tmp_path, monkeypatch):
+    """Writing the second batch fails (disk full): the ingest stops with one error and keeps exactly the
+    first batch, as one-after-the-other does, although later batches were already read and built."""
+    import errno
+
+    import pytest
+
+    from kwarehouse.errors import KwhError
+    from kwarehouse.store import Warehouse as RealWarehouse
+    real = RealWarehouse.stage_runs
+    monkeypatch.setattr(pipeline, "BATCH_RUNS", 2)
+    kept = {}
+    for behind in (False, True):
+        calls = []
+
+        def full_disk_second_time(self, runs):
+            calls.append(len(runs))
+            if len(calls) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(self, runs)
+
+        monkeypatch.setattr(pipeline, "COMMIT_BEHIND", behind)
+        monkeypatch.setattr(RealWarehouse, "stage_runs", full_disk_second_time)
+        warehouse = Warehouse(tmp_path / f"wh-{behind}")
+        with pytest.raises(KwhError, match="No space left"):
+            pipeline.ingest(SOURCES, warehouse)
+        monkeypatch.setattr(RealWarehouse, "stage_runs", real)
+        kept[behind] = sorted(run_id for run_id, _, _ in warehouse.runs())
+        assert len(calls) == 2 and len(kept[behind]) == calls[0]
+    assert kept[True] == kept[False]

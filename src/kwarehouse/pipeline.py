@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -174,31 +175,35 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         return warehouse.ingested_at_path(path) if warehouse.exists else []
 
     pending: dict[str, list[_Source]] = {}
-    # A full batch is committed in a thread while the next folders are read (COMMIT_BEHIND): polars,
-    # pyarrow, hashlib and SQLite leave the GIL, so one process keeps two cores busy (17.0 -> 13.3 s
-    # for 100 runs on 2 cores). Each stage reports into its own IngestReport, merged in the order a
-    # one-after-the-other ingest writes it. Reading ahead of a commit is safe: a file of this ingest
-    # is found by `seen`, not by `already`, and the commit checks the catalog again under the lock.
+    # Three stages overlap (COMMIT_BEHIND): this thread reads folders while one thread builds the last
+    # full batch (normalize) and another stages and commits the one before it. polars, pyarrow,
+    # hashlib and SQLite leave the GIL, so one process keeps two cores busy (100 runs on 2 cores:
+    # 17.0 s one stage after the other). Each batch's read, build and commit report into one
+    # IngestReport, merged in batch order: the report of a one-after-the-other ingest, line for line.
+    # Reading and building ahead of a commit is safe: a file of this ingest is found by `seen`, not by
+    # `already`, and folders never share a run. At most three batches are held: read, built, staged.
     reading = IngestReport()
-    committing: tuple[Future, IngestReport] | None = None
+    in_flight: list[tuple[Future, IngestReport]] = []   # commits, oldest first
+    stop = threading.Event()   # a commit failed, or this thread did: commits not yet begun do not begin
 
-    def finish_commit() -> None:
-        nonlocal committing
-        if committing is not None:
-            future, committed = committing
-            committing = None
+    def settle(keep: int) -> None:
+        """Wait for all but the newest `keep` commits, adding their reports in order."""
+        while len(in_flight) > keep:
+            future, batch_report = in_flight.pop(0)
             future.result()
-            _extend(report, committed)
+            _extend(report, batch_report)
 
     def start_commit(groups: dict[str, list[_Source]]) -> None:
-        nonlocal committing, reading
-        finish_commit()
-        _extend(report, reading)
-        reading, committed = IngestReport(), IngestReport()
-        committing = (committer.submit(commit_batch, groups, warehouse, model, tags, committed), committed)
+        nonlocal reading
+        settle(1)
+        batch_report, reading = reading, IngestReport()
+        built = builder.submit(build_batch, groups, warehouse, model, tags, batch_report)
+        in_flight.append((committer.submit(_commit_when_built, built, warehouse, model, tags, batch_report, stop),
+                          batch_report))
         if not COMMIT_BEHIND:
-            finish_commit()
+            settle(0)
 
+    builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-build")
     committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-commit")
     try:
         for batch in batches:
@@ -214,19 +219,22 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                 pending = {}
         if pending:
             start_commit(pending)
-        finish_commit()
+        settle(0)
         _extend(report, reading)
         if writer is None and warehouse.has_leftovers():
             # nothing to commit, but an interrupted writer left staged files: clear them now
             writer = warehouse.writer()
             report.repairs.extend(writer.__enter__())
     except BaseException:
-        committer.shutdown(wait=True)   # the writer is closed only once no commit is running
+        stop.set()   # the writer is closed only once no build or commit is running
+        builder.shutdown(wait=True, cancel_futures=True)
+        committer.shutdown(wait=True, cancel_futures=True)
         if writer is not None:
             writer.__exit__(*sys.exc_info())
             writer = None
         raise
     finally:
+        builder.shutdown(wait=True)
         committer.shutdown(wait=True)
         if writer is not None:
             writer.__exit__(None, None, None)
@@ -353,11 +361,25 @@ def _supersedes(run_id: str, members: list[_Source]) -> tuple[str, ...]:
     return tuple(sorted({m.supersedes for m in members if m.supersedes} - {run_id}))
 
 
+@dataclass
+class _BuiltBatch:
+    groups: dict[str, list[_Source]]       # every run of the batch, in folder order
+    batch: dict[str, list[_Source]]        # the new runs built together (their fresh members)...
+    built: dict[str, BuiltRun]             # ...and what they became (empty: they go one by one)
+    single: dict[str, list[_Source]]       # the runs committed one by one
+
+
 def commit_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
                  tags: dict[str, str], report: IngestReport) -> None:
     """Commit the runs of `groups`: new runs of ncu exports together (build_ncu_batch, one catalog
     transaction), the others one by one (commit_groups). If the batch fails for a reason that is not
     the warehouse's, its runs are committed one by one instead, so a bad run fails alone."""
+    commit_built(build_batch(groups, warehouse, model, tags, report), warehouse, model, tags, report)
+
+
+def build_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+                tags: dict[str, str], report: IngestReport) -> _BuiltBatch:
+    """commit_batch's first half: build the new runs of ncu exports together (nothing is written)."""
     known = {run_id for run_id, _, _ in warehouse.runs()}
     batch, single = {}, {}
     for run_id, members in groups.items():
@@ -365,31 +387,58 @@ def commit_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: 
             single[run_id] = members
         elif fresh := _fresh_members(run_id, members, warehouse, report):
             batch[run_id] = fresh
-    summaries: dict[str, RunSummary] = {}
     if len(batch) > 1:
         try:
             built = build_ncu_batch(list(batch.items()), normalize.KernelRules.load(warehouse.rules_dir),
                                     model, tags)
-            staged = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built.items()])
         except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
             raise KwhError(f"{warehouse.root}: could not write runs {', '.join(batch)} ({_one_line(exc)}); nothing "
                            "of them was committed and runs committed before them are kept") from None
         except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
-            single = {**single, **batch}
+            return _BuiltBatch(groups, batch, {}, {**single, **batch})
+        return _BuiltBatch(groups, batch, built, single)
+    return _BuiltBatch(groups, batch, {}, {**single, **batch})
+
+
+def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tags: dict[str, str],
+                 report: IngestReport) -> None:
+    """commit_batch's second half: stage and commit what build_batch built, and the single runs."""
+    single, built = done.single, done.built
+    summaries: dict[str, RunSummary] = {}
+    if built:
+        try:
+            staged = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built.items()])
+        except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
+            raise KwhError(f"{warehouse.root}: could not write runs {', '.join(done.batch)} ({_one_line(exc)}); "
+                           "nothing of them was committed and runs committed before them are kept") from None
+        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
+            single = {**single, **done.batch}
         else:
             try:
                 warehouse.commit_many([(s, built[s.run_id].files) for s in staged])
             except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
-                raise KwhError(f"{warehouse.root}: could not commit runs {', '.join(batch)} ({_one_line(exc)}); "
+                raise KwhError(f"{warehouse.root}: could not commit runs {', '.join(done.batch)} ({_one_line(exc)}); "
                                "nothing of them was committed and runs committed before them are kept") from None
             summaries = {run_id: b.summary for run_id, b in built.items()}
-    else:
-        single = {**single, **batch}
     before = len(report.runs)
+    groups = done.groups
     commit_groups({run_id: single[run_id] for run_id in groups if run_id in single}, warehouse, model, tags, report)
     summaries.update((s.run_id, s) for s in report.runs[before:])
     del report.runs[before:]
     report.runs.extend(summaries[run_id] for run_id in groups if run_id in summaries)   # in folder order
+
+
+def _commit_when_built(built: Future, warehouse: Warehouse, model: str | None, tags: dict[str, str],
+                       report: IngestReport, stop: threading.Event) -> None:
+    """commit_built once `built` (a build_batch) is done; nothing once `stop` is set, and `stop` set
+    when this fails (an ingest stops at its first warehouse failure: later batches are not committed)."""
+    try:
+        done = built.result()
+        if not stop.is_set():
+            commit_built(done, warehouse, model, tags, report)
+    except BaseException:
+        stop.set()
+        raise
 
 
 def batchable(members: list[_Source]) -> bool:
