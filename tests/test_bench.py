@@ -21,3 +21,4 @@ def test_bench_runs_at_its_smallest_size(tmp_path):
     assert "| 1 |" in text and "view roofline" in text and "query most_popular_kernels" in text
     assert "table gpu_peaks" in text
     assert "| a pandas script: details page -> pivot -> Parquet per run | " in text and "| kwh --help | " in text
+    assert "| the floor of kwh's own work" in text and "| the floor itself against pandas, DuckDB PIVOT" in text
