@@ -197,11 +197,13 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         nonlocal reading
         settle(1)
         batch_report, reading = reading, IngestReport()
+        if not COMMIT_BEHIND:   # in this thread, before reading on
+            commit_batch(groups, warehouse, model, tags, batch_report)
+            _extend(report, batch_report)
+            return
         built = builder.submit(build_batch, groups, warehouse, model, tags, batch_report)
         in_flight.append((committer.submit(_commit_when_built, built, warehouse, model, tags, batch_report, stop),
                           batch_report))
-        if not COMMIT_BEHIND:
-            settle(0)
 
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-build")
     committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-commit")
@@ -333,8 +335,9 @@ def _settled(batches: list[list[tuple[Path, bool]]], settle_seconds: float,
 # 16 or 64 runs, and 903, 1,288 and 2,139 MiB at the peak.
 BATCH_RUNS = 16
 BATCH_BYTES = 80 << 20
-# A full batch is committed in a thread while the next folders are read (False: each batch is
-# committed before reading on; the report and the rows are the same either way, tested).
+# A full batch is built and committed in threads while the next folders are read (False: each batch
+# is committed in the calling thread before reading on; the report and the rows are the same either
+# way, tested; bench/profile_ingest.py turns it off, as cProfile sees one thread).
 COMMIT_BEHIND = True
 # In a batch, a launch's id carries its run's position above these bits (ncu numbers launches from 0).
 LAUNCH_BITS = 32
