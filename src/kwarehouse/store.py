@@ -68,6 +68,8 @@ MAX_PARTITION_BYTES = 120
 FILES = "_files"
 # How long a command waits for a catalog.sqlite another process holds locked (without --wait).
 CATALOG_BUSY_SECONDS = 120
+# ...and at least this long with --wait: the threads of one ingest wait for each other's catalog statements.
+OWN_BUSY_SECONDS = 10
 # How often a writer waiting for another's lock looks again.
 LOCK_POLL_SECONDS = 0.2
 
@@ -194,8 +196,10 @@ class Warehouse:
 
     @property
     def _busy_timeout(self) -> float:
-        """How long SQLite waits for a catalog another process has locked: --wait when given."""
-        return self.wait if self.wait is not None else CATALOG_BUSY_SECONDS
+        """How long SQLite waits for a catalog another process has locked: --wait when given, but at
+        least OWN_BUSY_SECONDS: one ingest reads the catalog while its own commit thread writes it, and
+        those waits (milliseconds) are not another writer's lock."""
+        return max(self.wait, OWN_BUSY_SECONDS) if self.wait is not None else CATALOG_BUSY_SECONDS
 
     def _verify(self, engine: sa.Engine | None, create: bool) -> bool:
         """Check that the catalog belongs to this folder (see catalog.py); with `create`, make a new
