@@ -48,18 +48,19 @@ class NcuDetailsCsv:
             index = launches["launch_id"].is_null().arg_true()[0]
             raise InputError(path, 'row without a numeric "ID"', line=table.row_lines[launch_rows["_row"][index]])
         launch_id = pl.col("ID").str.replace_all(",", "").cast(pl.Int64)
-        metrics = frame.filter(pl.col("Metric Name") != "").select(
+        # lazily: the filters then copy only the columns selected, not the page's long NVTX cells
+        metrics = frame.lazy().filter(pl.col("Metric Name") != "").select(
             launch_id.alias("launch_id"),
             pl.col("Section Name").alias("section"),
             pl.col("Metric Name").alias("metric"),
             pl.col("Metric Unit").alias("unit"),
             pl.col("Metric Value").alias("value_text"),
-        )
+        ).collect()
         rules = pl.DataFrame(schema=RULE_COLUMNS)
         if "Rule Name" in frame.columns:
             present = {source: target for source, target in RULE_FIELDS.items() if source in frame.columns}
             rules = (
-                frame.filter(pl.col("Rule Name").is_not_null() & (pl.col("Rule Name") != ""))
+                frame.lazy().filter(pl.col("Rule Name").is_not_null() & (pl.col("Rule Name") != ""))
                 .select(launch_id.alias("launch_id"), pl.col("Section Name").alias("section"),
                         *[pl.col(s).alias(t) for s, t in present.items()])
                 .with_columns([pl.lit(None, dtype=pl.String).alias(t)
@@ -68,6 +69,7 @@ class NcuDetailsCsv:
                 # console text loses where it wraps a line: one space, so both give the same rule
                 .with_columns(pl.col("description").str.replace_all(" {2,}", " "))
                 .select(list(RULE_COLUMNS))
+                .collect()
             )
         ncu_csv.reject_locale_numbers(path, metrics["value_text"])
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
@@ -85,7 +87,8 @@ def reject_cut_last_launch(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFr
     Launches on a GPU of another compute capability are not compared (sections can differ by
     architecture). Undetectable: a file of one launch, and a cut among the last launch's rule rows.
     """
-    metrics = frame.filter(pl.col("Metric Name").is_not_null() & (pl.col("Metric Name") != ""))
+    metrics = frame.lazy().filter(pl.col("Metric Name").is_not_null() & (pl.col("Metric Name") != "")).select(
+        "ID", "Section Name", "Metric Name", *(["CC"] if "CC" in frame.columns else [])).collect()
     if metrics.height == 0:
         return
     # A strict prefix is shorter than what it is a prefix of: where the last launch has as many metric
