@@ -143,9 +143,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
            settle_seconds: float = 0) -> IngestReport:
     """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal.
 
-    Folders are read and committed one at a time (a run's id includes its folder, so the pages of
-    one report always share a folder): memory holds one folder's exports, however many there are.
-    fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
+    Folders are read in order and their runs committed in batches (a run's id includes its folder,
+    so the pages of one report always share a folder): a batch is built and committed in threads
+    while the next folders are read (COMMIT_BEHIND), and memory holds at most three batches,
+    however many folders there are. fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
     or spark_tasks(session)); the result is the same.
     settle_seconds: files modified more recently than this are left for a later ingest (kwh nightly:
     a file still being copied into the drop folder)."""
