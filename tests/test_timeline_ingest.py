@@ -95,6 +95,31 @@ def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):
         ingest.read(path)
 
 
+@pytest.mark.parametrize("edit, error", [
+    (lambda cells: cells.__setitem__(2, "many"), r"summary_cuda_gpu_kern_sum.csv:4: 'many' is not a number "
+                                                 r"\(column Instances of cuda_gpu_kern_sum\)"),
+    (lambda cells: cells.__setitem__(1, ""), r"summary_cuda_gpu_kern_sum.csv:4: cuda_gpu_kern_sum row without "
+                                             r"instances or total time"),
+    (lambda cells: cells.__setitem__(8, ""), r"summary_cuda_gpu_kern_sum.csv:4: cuda_gpu_kern_sum row without "
+                                             r"a kernel name"),
+])
+def test_a_bad_stats_summary_cell_is_named_by_its_row(tmp_path, edit, error):
+    """A summary block with a bad cell (real RTX 5090 export; row 4 edited) goes the row-by-row way,
+    which words what is wrong and names the line (a later row's bad cell does not win)."""
+    import csv
+    import io
+    text = (DATA / "nsys-stats-rtx5090/summary_cuda_gpu_kern_sum.csv").read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    edit(rows[3])
+    rows[5][3] = "n/a?"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    path = tmp_path / "summary_cuda_gpu_kern_sum.csv"
+    path.write_text(out.getvalue())
+    with pytest.raises(InputError, match=error):
+        ingest.read(path)
+
+
 def test_an_nsys_export_is_opened_once_for_its_sniff_and_its_read(monkeypatch, tmp_path):
     import shutil
 

@@ -360,61 +360,71 @@ def _summary(path: Path, block: Block, columns: dict) -> pl.DataFrame:
         return _summary_by_row(path, block, columns)
 
 
-def _summary_by_column(block: Block, columns: dict) -> pl.DataFrame:
+def _summary_fields(block: Block, columns: dict) -> list[tuple[str, str, object]]:
+    """What each column of a summary report's rows is, in the order a row is converted, for both the
+    column-wise and the row-by-row path: (column, how, source), how one of count (a whole number),
+    value (in ns), percent (unscaled), text, dims, constant (source is the value itself)."""
     projection = block.report == "nvtx_gpu_proj_sum"
     if projection:
-        instances, total = _values(block, "Range Instances"), _values(block, "Total Proj Time")
+        instances, total = "Range Instances", "Total Proj Time"
     elif block.report == "nvtx_kern_sum":
-        instances, total = _values(block, "Kern Inst"), _values(block, "Total Time")
+        instances, total = "Kern Inst", "Total Time"
     else:
-        instances, total = _values(block, "Instances"), _values(block, "Total Time")
-    if None in instances or None in total:
-        raise _NotWhole
+        instances, total = "Instances", "Total Time"
     prefix = "Proj " if projection else ""
-    out = {"instances": [int(n) for n in instances], "total_ns": total, "avg_ns": _values(block, prefix + "Avg"),
-           "median_ns": _values(block, prefix + "Med"), "min_ns": _values(block, prefix + "Min"),
-           "max_ns": _values(block, prefix + "Max"), "stddev_ns": _values(block, prefix + "StdDev"),
-           "time_pct": [None] * len(block.rows) if projection else _values(block, "Time", scaled=False)}
+    fields = [("instances", "count", instances), ("total_ns", "value", total),
+              ("avg_ns", "value", prefix + "Avg"), ("median_ns", "value", prefix + "Med"),
+              ("min_ns", "value", prefix + "Min"), ("max_ns", "value", prefix + "Max"),
+              ("stddev_ns", "value", prefix + "StdDev"),
+              ("time_pct", "constant", None) if projection else ("time_pct", "percent", "Time")]
     if columns is NVTX_SUMMARY_COLUMNS:
-        out.update(nvtx_range=_texts(block, "Range"), style=_texts(block, "Style"),
-                   time_basis=["gpu projection" if projection else "cpu range"] * len(block.rows))
-    else:
-        out.update(report=[block.report] * len(block.rows), nvtx_range=_texts(block, "NVTX Range"),
-                   grid_dims=[_dims_text(t) for t in _texts(block, "GridXYZ")],
-                   block_dims=[_dims_text(t) for t in _texts(block, "BlockXYZ")],
-                   kernel_name=_texts(block, "Kernel Name" if block.report == "nvtx_kern_sum" else "Name"))
-        if None in out["kernel_name"]:
+        return fields + [("nvtx_range", "text", "Range"), ("style", "text", "Style"),
+                         ("time_basis", "constant", "gpu projection" if projection else "cpu range")]
+    return fields + [("report", "constant", block.report), ("nvtx_range", "text", "NVTX Range"),
+                     ("grid_dims", "dims", "GridXYZ"), ("block_dims", "dims", "BlockXYZ"),
+                     ("kernel_name", "text", "Kernel Name" if block.report == "nvtx_kern_sum" else "Name")]
+
+
+# Columns a summary row cannot lack, checked once the field named first is converted: the columns, and
+# how the error says so.
+_SUMMARY_REQUIRED = {"total_ns": (("instances", "total_ns"), "row without instances or total time"),
+                     "kernel_name": (("kernel_name",), "row without a kernel name")}
+
+
+def _summary_by_column(block: Block, columns: dict) -> pl.DataFrame:
+    height, out = len(block.rows), {}
+    for column, how, source in _summary_fields(block, columns):
+        if how == "constant":
+            out[column] = [source] * height
+        elif how in ("text", "dims"):
+            texts = _texts(block, source)
+            out[column] = texts if how == "text" else [_dims_text(t) for t in texts]
+        else:
+            values = _values(block, source, scaled=how != "percent")
+            out[column] = [None if v is None else int(v) for v in values] if how == "count" else values
+        required = _SUMMARY_REQUIRED.get(column)
+        if required and any(None in out[c] for c in required[0]):
             raise _NotWhole
     return base.frame_of_columns([out[name] for name in columns], columns)
 
 
 def _summary_by_row(path: Path, block: Block, columns: dict) -> pl.DataFrame:
+    fields = _summary_fields(block, columns)
     rows = []
-    projection = block.report == "nvtx_gpu_proj_sum"
     for i in range(len(block.rows)):
-        row = _Row(path, block, i)
-        if projection:
-            instances, total = row.value("Range Instances"), row.value("Total Proj Time")
-        elif block.report == "nvtx_kern_sum":
-            instances, total = row.value("Kern Inst"), row.value("Total Time")
-        else:
-            instances, total = row.value("Instances"), row.value("Total Time")
-        if instances is None or total is None:
-            raise InputError(path, f"{block.report} row without instances or total time", block.lines[i])
-        prefix = "Proj " if projection else ""
-        out = {"instances": int(instances), "total_ns": total, "avg_ns": row.value(prefix + "Avg"),
-               "median_ns": row.value(prefix + "Med"), "min_ns": row.value(prefix + "Min"),
-               "max_ns": row.value(prefix + "Max"), "stddev_ns": row.value(prefix + "StdDev"),
-               "time_pct": None if projection else row.value("Time", scaled=False)}
-        if columns is NVTX_SUMMARY_COLUMNS:
-            out.update(nvtx_range=row.text("Range"), style=row.text("Style"),
-                       time_basis="gpu projection" if projection else "cpu range")
-        else:
-            out.update(report=block.report, nvtx_range=row.text("NVTX Range"),
-                       grid_dims=_dims_text(row.text("GridXYZ")), block_dims=_dims_text(row.text("BlockXYZ")),
-                       kernel_name=row.text("Kernel Name") if block.report == "nvtx_kern_sum" else row.text("Name"))
-            if out["kernel_name"] is None:
-                raise InputError(path, f"{block.report} row without a kernel name", block.lines[i])
+        row, out = _Row(path, block, i), {}
+        for column, how, source in fields:
+            if how == "constant":
+                out[column] = source
+            elif how in ("text", "dims"):
+                text = row.text(source)
+                out[column] = text if how == "text" else _dims_text(text)
+            else:
+                value = row.value(source, scaled=how != "percent")
+                out[column] = int(value) if how == "count" and value is not None else value
+            required = _SUMMARY_REQUIRED.get(column)
+            if required and any(out[c] is None for c in required[0]):
+                raise InputError(path, f"{block.report} {required[1]}", block.lines[i])
         rows.append(out)
     return _frame(rows, columns)
 
