@@ -12,8 +12,8 @@ stay real while every file is a distinct export. Baselines run on the same files
   duckdb_pivot DuckDB read_csv + PIVOT + COPY TO parquet of each details page, one statement per run
   floor    the least an ingest keeping what kwh keeps must do, in tight polars: hash both pages, parse
            both, every raw-page metric as a number in a long row (run, launch, metric, value), the
-           details rows' own cells (section, metric, unit, value, rule), written to Parquet 16 runs at
-           a time; no units, names, launch
+           details page's rule rows (its metric rows repeat the raw page's), written to Parquet 16 runs
+           at a time; no units, names, launch
            fields, identity, classes, NVTX context, rules, catalog or views (kwh does all of these)
 
 kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
@@ -208,9 +208,12 @@ for i, p in enumerate(raws):
     metrics.append(raw.select(pl.col("ID").cast(pl.Int64), *[pl.col(c).str.replace_all(",", "", literal=True)
                                                              .cast(pl.Float64, strict=False) for c in names])
                    .unpivot(index="ID", variable_name="metric", value_name="value").with_columns(run=pl.lit(i)))
-    # the details rows' own cells (kwh keeps the launch fields, NVTX and names once per launch)
+    # of the details page, its rule rows' own cells (as kwh's rules table; its metric rows repeat the
+    # raw page's, whose section and label kwh also keeps and the floor does not)
     page = pl.read_csv(details_bytes, infer_schema=False)
-    details.append(page.select("ID", *page.columns[page.columns.index("Section Name"):]).with_columns(run=pl.lit(i)))
+    rules = (page.filter(pl.col("Rule Name").is_not_null() & (pl.col("Rule Name") != ""))
+             if "Rule Name" in page.columns else page.clear())
+    details.append(rules.select("ID", *page.columns[page.columns.index("Section Name"):]).with_columns(run=pl.lit(i)))
     n += raw.height
     if len(metrics) == 16 or i == len(raws) - 1:
         pl.concat(metrics).write_parquet(out / f"metrics{{i}}.parquet")
