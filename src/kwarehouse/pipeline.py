@@ -146,7 +146,8 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     Folders are read in order and their runs committed in batches (a run's id includes its folder,
     so the pages of one report always share a folder): a batch is built and committed in threads
     while the next folders are read (COMMIT_BEHIND), and memory holds at most three batches,
-    however many folders there are. fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
+    however many folders there are.
+    fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
     or spark_tasks(session)); the result is the same.
     settle_seconds: files modified more recently than this are left for a later ingest (kwh nightly:
     a file still being copied into the drop folder)."""
@@ -399,6 +400,7 @@ def build_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: s
             single[run_id] = members
         elif fresh := _fresh_members(run_id, members, warehouse, report):
             batch[run_id] = fresh
+    built = {}
     if len(batch) > 1:
         try:
             built = build_ncu_batch(list(batch.items()), normalize.KernelRules.load(warehouse.rules_dir),
@@ -407,9 +409,8 @@ def build_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: s
             raise KwhError(f"{warehouse.root}: could not write runs {', '.join(batch)} ({_one_line(exc)}); nothing "
                            "of them was committed and runs committed before them are kept") from None
         except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
-            return _BuiltBatch(groups, batch, {}, {**single, **batch})
-        return _BuiltBatch(groups, batch, built, single)
-    return _BuiltBatch(groups, batch, {}, {**single, **batch})
+            pass
+    return _BuiltBatch(groups, batch, built, single if built else {**single, **batch})
 
 
 def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tags: dict[str, str],
@@ -1099,8 +1100,7 @@ def kernel_rows(launches: pl.DataFrame, metrics: pl.DataFrame, rules: normalize.
     classification and derived roofline columns."""
     dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
     read = normalize.kernel_metric_rows(metrics)
-    headline = normalize.headline_columns(read).drop("metric_count").join(
-        metrics.group_by("launch_id").len("metric_count"), on="launch_id", how="left")
+    headline = normalize.headline_columns(read, counted=metrics)
     rows = (launches.with_columns([pl.col(c).cast(pl.Int64, strict=False) for c in dims])
             .join(headline, on="launch_id", how="left")
             .join(normalize.compute_capability_from_attributes(read), on="launch_id", how="left")

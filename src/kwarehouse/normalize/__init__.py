@@ -233,8 +233,10 @@ def wide_metrics(metrics: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     return metrics.select("launch_id").unique().join(wide, on="launch_id", how="left")
 
 
-def headline_columns(metrics: pl.DataFrame) -> pl.DataFrame:
-    """The kernels table's typed metric columns, one row per launch, from the long metric rows."""
+def headline_columns(metrics: pl.DataFrame, counted: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The kernels table's typed metric columns, one row per launch, from the long metric rows.
+    counted: the rows whose number per launch is metric_count (default: `metrics`; kernel_rows
+    reads the headline from kernel_metric_rows' few rows and counts all of them)."""
     spec = headline_metrics()
     launches = wide_metrics(metrics, sorted({m for candidates in spec.values() for c in candidates for m in c}))
     exprs = []
@@ -246,7 +248,7 @@ def headline_columns(metrics: pl.DataFrame) -> pl.DataFrame:
                 options.append(pl.when(pl.all_horizontal([pl.col(p).is_not_null() for p in parts]))
                                .then(total))
         exprs.append((pl.coalesce(options) if options else pl.lit(None, dtype=pl.Float64)).alias(column))
-    counts = metrics.group_by("launch_id").len("metric_count")
+    counts = (metrics if counted is None else counted).group_by("launch_id").len("metric_count")
     return launches.select("launch_id", *exprs).join(counts, on="launch_id", how="left")
 
 
@@ -266,7 +268,7 @@ def kernel_metric_rows(metrics: pl.DataFrame) -> pl.DataFrame:
     """The metric rows that headline_columns, compute_capability_from_attributes and normalize_kernels
     read (a few dozen of a launch's ~800 metrics), and one row of nulls per launch, so that each
     answers from these what it answers from all the rows, but for headline_columns' metric_count
-    (rows per launch: count those of all the rows). Their filters then run over a few percent of
+    (rows per launch: give it all the rows as `counted`). Their filters then run over a few percent of
     the rows, not three times over all of them."""
     spec = headline_metrics()
     read = {m for candidates in spec.values() for c in candidates for m in c}
