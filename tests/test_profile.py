@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from conftest import DATA, rows
 from kwarehouse import pipeline
 from kwarehouse.cli import main
-from kwarehouse.collect import discovery, presets, profile, selection
+from kwarehouse.collect import discovery, presets, profiling, selection
 from kwarehouse.store import Warehouse
 
 RUNS = DATA / "profile-h100"
@@ -293,22 +293,22 @@ def test_nvml_sampler_writes_kwhs_sample_format():
     """The sampler kwh profile runs writes exactly the columns kwh's NVML sample reader knows."""
     import ast
     from kwarehouse.ingest import nvml_samples
-    tree = ast.parse((Path(profile.__file__).with_name("nvml_sampler.py")).read_text())
+    tree = ast.parse((Path(profiling.__file__).with_name("nvml_sampler.py")).read_text())
     written = next(ast.literal_eval(node.value) for node in tree.body
                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COLUMNS")
     assert written == nvml_samples.COLUMNS
-    assert profile.SAMPLE_INTERVAL_MS == nvml_samples.DEFAULT_INTERVAL_MS
+    assert profiling.SAMPLE_INTERVAL_MS == nvml_samples.DEFAULT_INTERVAL_MS
 
 
 def test_sampler_runs_beside_discovery_and_the_ncu_pass(tmp_path, monkeypatch):
-    monkeypatch.setattr(profile, "_can_sample", lambda notes: True)
-    result = profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True))
+    monkeypatch.setattr(profiling, "_can_sample", lambda notes: True)
+    result = profiling.profile(profiling.Options(WORKLOAD, tmp_path, dry_run=True))
     sampled = {s.name: s.sampler() for s in result.steps if s.samples}
     assert sorted(sampled) == ["discovery", "ncu"]
-    assert sampled["ncu"][1:4] == [str(profile.SAMPLER), str(tmp_path / "ncu" / "nvml-samples.csv"), "--interval-ms"]
+    assert sampled["ncu"][1:5] == ["-P", str(profiling.SAMPLER), str(tmp_path / "ncu" / "nvml-samples.csv"), "--interval-ms"]
     lines = _dry_run("-o", str(tmp_path), "--", *WORKLOAD)
     assert sum(line.startswith("#   while it runs: ") for line in lines) == 2
-    assert not any(s.samples for s in profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True,
+    assert not any(s.samples for s in profiling.profile(profiling.Options(WORKLOAD, tmp_path, dry_run=True,
                                                                       telemetry=False)).steps)
 
 
@@ -567,9 +567,9 @@ def test_profiled_launches_are_named_by_the_raw_page():
     regex:^(first_layer|gemm64)$); the raw page of the same report names them by what ran (grids agree)."""
     folder = RUNS / "ncu_log_names_shifted"
     short = lambda name: "first_layer" if "image_first_layer" in name else "gemm64"  # noqa: E731
-    from_log = profile._profiled(folder / "ncu.log")
+    from_log = profiling._profiled(folder / "ncu.log")
     assert [short(p["kernel"]) for p in from_log] == ["first_layer", "first_layer", "gemm64", "gemm64"]
-    named = profile._profiled(folder / "ncu.log", folder / "conv_net.raw.csv")
+    named = profiling._profiled(folder / "ncu.log", folder / "conv_net.raw.csv")
     assert [short(p["function"]) for p in named] == ["first_layer", "gemm64", "gemm64", "gemm64"]
     assert [p["passes"] for p in named] == [1, 1, 1, 1]
     with (folder / "conv_net.raw.csv").open(encoding="utf-8") as handle:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from kwarehouse.collect import discovery, presets, profile as profile_lib
+from kwarehouse.collect import discovery, presets, profiling as profile_lib
 from kwarehouse.errors import KwhError
 
 

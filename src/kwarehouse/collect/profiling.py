@@ -84,7 +84,8 @@ class Step:
         """The sampler's command line, run alongside this step (stopped by SIGTERM when it ends)."""
         if self.samples is None:
             return None
-        return [sys.executable, str(SAMPLER), str(self.samples), "--interval-ms", str(SAMPLE_INTERVAL_MS),
+        # -P: the sampler runs as a file, and its folder must not come first on sys.path (torch_discovery.py says why)
+        return [sys.executable, "-P", str(SAMPLER), str(self.samples), "--interval-ms", str(SAMPLE_INTERVAL_MS),
                 "--seconds", str(SAMPLE_LIMIT_S)]
 
     def shell(self) -> str:
