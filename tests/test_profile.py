@@ -399,20 +399,20 @@ def test_counter_permission(tmp_path, fake_tools, monkeypatch):
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^x", "--", *WORKLOAD))
     assert line.startswith("Error: ncu: ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run kwh "
                            "profile as root")
-    assert "NVreg_RestrictProfilingToAdminUsers=0" in line and line.endswith("kept: logs/ncu.log")
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in line and line.endswith("kept: logs/ncu.log, ncu/manifest.json")
 
 
 def test_command_failing(tmp_path, fake_tools, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "fail")
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^x", "--", *WORKLOAD))
-    assert line == "Error: ncu: the command failed (exit status 1); see p/logs/ncu.log; kept: logs/ncu.log"
+    assert line == "Error: ncu: the command failed (exit status 1); see p/logs/ncu.log; kept: logs/ncu.log, ncu/manifest.json"
 
 
 def test_discovery_command_failing_keeps_what_it_wrote(tmp_path, fake_tools):
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--discovery", "torch", "--",
                                     sys.executable, "-c", "import sys; sys.exit(4)"))
     assert line.startswith("Error: discovery: the command failed (exit status ")
-    assert line.endswith("kept: discovery/manifest.torchprof.json, logs/discovery.log")
+    assert line.endswith("kept: discovery/manifest.torchprof.json, logs/discovery.log, ncu/manifest.json")
 
 
 def test_regex_matching_nothing(tmp_path, fake_tools, monkeypatch):
@@ -420,7 +420,7 @@ def test_regex_matching_nothing(tmp_path, fake_tools, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "nothing")
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^no_such_kernel$", "--", *WORKLOAD))
     assert line == ("Error: ncu: the kernel regex matched no launch, nothing was profiled (regex:^no_such_kernel$); "
-                    "the command launched saxpy, sgemm_tiled; see p/logs/ncu.log; kept: logs/ncu.log")
+                    "the command launched saxpy, sgemm_tiled; see p/logs/ncu.log; kept: logs/ncu.log, ncu/manifest.json")
 
 
 def test_no_kernels_in_discovery(tmp_path):

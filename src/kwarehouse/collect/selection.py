@@ -200,6 +200,90 @@ def select(kernels: list[KernelTime], top: int | None = None, cover_pct: float |
     return selection
 
 
+@dataclass
+class LaunchWindow:
+    """Which of the selected functions' launches the targeted pass profiles: ncu's --launch-skip and
+    --launch-count count the launches its kernel filter matches, in launch order, so the window is
+    chosen on discovery's launches in that order (a torch trace, an ncu durations page)."""
+    skip: int                          # --launch-skip
+    count: int | None                  # --launch-count (None: every launch)
+    matching: int                      # launches of the selected functions discovery saw
+    in_window: dict[str, int]          # function -> its launches inside the window
+    launches: dict[str, int]           # function -> all its launches discovery saw
+    instances_in_window: int           # distinct instances (full names) with a launch inside
+    instances: int                     # distinct instances of the selected functions
+    covered_pct: float                 # share of the selected GPU time whose instance has a launch inside
+
+    @property
+    def profiled(self) -> int:
+        """The launches the pass profiles, if it launches what discovery saw."""
+        return sum(self.in_window.values())
+
+    def as_json(self) -> dict:
+        return {"launch_skip": self.skip, "launch_count": self.count, "matching_launches": self.matching,
+                "launches_in_window": self.profiled, "instances_in_window": self.instances_in_window,
+                "instances": self.instances, "instance_time_in_window_pct": round(self.covered_pct, 2),
+                "per_function": {f: {"launches": self.launches[f], "in_window": self.in_window.get(f, 0)}
+                                 for f in self.launches}}
+
+
+def launch_window(launches: list[tuple[str, int]], chosen: Selection, count: int | None,
+                  skip: int | None = None) -> LaunchWindow:
+    """The window of `count` consecutive launches (of those the selection's filter matches, in launch
+    order) that holds the most of the selection's GPU time by **instance**: each full kernel name with a
+    launch inside counts with all its GPU time, once. A cap therefore goes to the hot instances (a GEMM,
+    a GELU) and not to the thousands of cheap casts and fills that share a template function with them
+    and come first (model loading); ties go to the later window (after warm-up and autotuning). With
+    `skip` (--launch-skip) the window is the user's.
+
+    >>> chosen = select(aggregate([("fill(int)", 1), ("fill(int)", 1), ("gemm(int)", 50), ("fill(int)", 1)]))
+    >>> window = launch_window([("fill(int)", 1), ("fill(int)", 1), ("gemm(int)", 50), ("fill(int)", 1)], chosen, 2)
+    >>> (window.skip, window.count, window.in_window)
+    (2, 2, {'gemm': 1, 'fill': 1})
+    """
+    selected = set(chosen.functions)
+    order = [(name, function_name(name), int(duration)) for name, duration in launches
+             if is_kernel(name) and function_name(name) in selected]
+    instance_ns: dict[str, int] = {}
+    for name, _, duration in order:
+        instance_ns[name] = instance_ns.get(name, 0) + duration
+    size = len(order) if count is None else count
+    if skip is not None or size >= len(order):
+        start = skip or 0
+    else:
+        start = _best_window(order, instance_ns, size)
+    inside = order[start:start + size]
+    in_window: dict[str, int] = {}
+    for _, function, _ in inside:
+        in_window[function] = in_window.get(function, 0) + 1
+    launches_per: dict[str, int] = {f: 0 for f in chosen.functions}
+    for _, function, _ in order:
+        launches_per[function] += 1
+    names_inside = {name for name, _, _ in inside}
+    total = sum(instance_ns.values())
+    return LaunchWindow(start, count, len(order), in_window, launches_per, len(names_inside), len(instance_ns),
+                        100.0 * sum(instance_ns[n] for n in names_inside) / total if total else 0.0)
+
+
+def _best_window(order: list[tuple[str, str, int]], instance_ns: dict[str, int], size: int) -> int:
+    """Start of the window of `size` launches with the most instance time (then launch time; then later)."""
+    inside: dict[str, int] = {}
+    covered = window_ns = 0
+    best = (-1, -1, 0)
+    for end, (name, _, duration) in enumerate(order):
+        inside[name] = inside.get(name, 0) + 1
+        covered += instance_ns[name] if inside[name] == 1 else 0
+        window_ns += duration
+        if end >= size:
+            old, _, old_ns = order[end - size]
+            inside[old] -= 1
+            covered -= instance_ns[old] if inside[old] == 0 else 0
+            window_ns -= old_ns
+        if end >= size - 1:
+            best = max(best, (covered, window_ns, end - size + 1))
+    return best[2]
+
+
 def _share(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f} %" if whole else "0 %"
 
