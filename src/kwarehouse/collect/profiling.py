@@ -285,6 +285,7 @@ def _estimate(options: Options, chosen: selection.Selection | None, window: sele
         launches, matching = cap, None
     per_launch = chosen_preset.seconds_per_launch_h100
     return {"launches": launches, "matching_launches": matching, "launch_count": cap,
+            "default_cap": options.launch_count is None and options.invocation is None,
             "seconds_per_launch": per_launch, "basis": f"prior for preset {options.preset} (H100, presets.toml)",
             "seconds": round(launches * per_launch, 1) if launches is not None and per_launch else None}
 
@@ -298,9 +299,9 @@ def _estimate_line(estimate: dict) -> str:
                 f"({estimate['basis']})")
     line = f"estimate: {launches:,} launch(es) x ~{per_launch:g} s ({estimate['basis']}) = about {_duration(estimate['seconds'])}"
     if cap is not None and matching is not None and matching > cap:
+        which = f"the default cap is --launch-count {cap}" if estimate["default_cap"] else f"--launch-count {cap}"
         line += (f"; discovery saw {matching:,} matching launches (about {_duration(matching * per_launch)} for all): "
-                 f"the default cap is --launch-count {DEFAULT_LAUNCH_COUNT}, raise it with --launch-count N "
-                 "or --launch-count all")
+                 f"{which}, raise it with --launch-count N or --launch-count all")
     elif cap is not None and matching is None:
         line += f" at most (--launch-count {cap}; --launch-count all for every matching launch)"
     return line
