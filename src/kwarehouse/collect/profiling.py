@@ -61,6 +61,10 @@ class ProfileError(KwhError):
     """A profile that stopped: one line saying what failed, why, what to do and what was kept."""
 
 
+class NothingProfiled(ProfileError):
+    """The targeted pass's filter matched no launch."""
+
+
 @dataclass
 class Options:
     command: list[str]
@@ -247,8 +251,28 @@ def _profile(options: Options, model: str, ncu: str, method: str, common: list[s
     progress(_estimate_line(estimate))
     state.update("ncu", **run_facts)
     ncu_step = next(s for s in steps if s.name == "ncu")
-    state.update("ncu", **_run(ncu_step, dirs["logs"], out, progress, nothing_profiled=shown_regex,
-                               expected=estimate.get("launches")))
+    try:
+        state.update("ncu", **_run(ncu_step, dirs["logs"], out, progress, nothing_profiled=shown_regex,
+                                   expected=estimate.get("launches")))
+    except NothingProfiled:
+        if options.launch_skip is not None or not skip:
+            raise
+        # The window came from discovery's launch order, which a later run need not repeat: on the H100 a
+        # torch.compile MLP launched 643 matching kernels under the PyTorch profiler (compiling, autotuning)
+        # and fewer than 628 under ncu (the compile caches were warm), so --launch-skip 628 matched nothing.
+        # Once more from the first matching launch, capped as before.
+        kernel_filter = _kernel_filter(options, shown_regex, None, count)
+        ncu_step.argv = [ncu, "--force-overwrite", "--export", str(report), *kernel_filter, *common, *checked.args,
+                         *options.command]
+        notes.append(f"the launch window (--launch-skip {skip}) lay past the launches the command made under ncu "
+                     "(its launch order differed from discovery's: compile caches, autotuning); profiled from the "
+                     "first matching launch instead")
+        progress(f"nothing matched after --launch-skip {skip}: once more without it")
+        state.update("ncu", window_dropped=f"--launch-skip {skip} matched nothing under ncu",
+                     ncu_command=shlex.join(ncu_step.argv), kernel_filter=shlex.join(kernel_filter))
+        window = None
+        state.update("ncu", **_run(ncu_step, dirs["logs"], out, progress, nothing_profiled=shown_regex,
+                                   expected=estimate.get("launches")))
     for step in exports:
         state.update(step.name)
         _run(step, dirs["logs"], out, progress)
@@ -543,7 +567,7 @@ def _run(step: Step, logs: Path, out: Path, progress: Callable[[str], None],
         # ncu lists what ran after "Available Kernels:" ("1. saxpy")
         seen = re.findall(r"^\d+\. (.+)$", text.split("Available Kernels:", 1)[-1], re.M)
         launched = f"; the command launched {', '.join(seen[:8])}" + (" ..." if len(seen) > 8 else "") if seen else ""
-        raise ProfileError(f"{step.name}: the kernel regex matched no launch, nothing was profiled "
+        raise NothingProfiled(f"{step.name}: the kernel regex matched no launch, nothing was profiled "
                            f"(regex:{nothing_profiled}){launched}; {where}; kept: {_kept(out)}")
     if partial is not None:
         partial.replace(step.stdout)          # complete: the export takes its name
