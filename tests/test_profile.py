@@ -334,7 +334,13 @@ FAKE_NCU = textwrap.dedent('''\
               else path.read_text(), end="")
     elif "--import" in args:
         page = args[args.index("--page") + 1]
-        print(next((replay / "ncu").glob(f"*.{{page}}.csv")).read_text(), end="")
+        text = next((replay / "ncu").glob(f"*.{{page}}.csv")).read_text()
+        if page == "details" and os.environ.get("FAKE_NCU_MODE") == "interrupt-details":
+            import signal, time        # Ctrl-C while the details page is half written
+            print(text[:len(text) // 2], end="", flush=True)
+            os.kill(os.getppid(), signal.SIGINT)
+            time.sleep(30)
+        print(text, end="")
     else:
         mode = os.environ.get("FAKE_NCU_MODE", "replay")
         if mode == "perm":
@@ -348,7 +354,21 @@ FAKE_NCU = textwrap.dedent('''\
         if mode == "nothing":
             print((runs / "custom_nothing" / "logs" / "ncu.log").read_text(), end="")
             sys.exit(0)
-        print((replay / "logs" / "ncu.log").read_text(), end="", file=sys.stderr)
+        if mode == "segv":
+            import signal
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if mode == "exit139":
+            sys.exit(139)
+        lines = (replay / "logs" / "ncu.log").read_text().splitlines(keepends=True)
+        if mode == "cap":          # ncu honouring --launch-count: only the first N launches are profiled
+            cap = int(args[args.index("--launch-count") + 1])
+            profiled = [i for i, line in enumerate(lines) if line.startswith("==PROF== Profiling")]
+            lines = [line for i, line in enumerate(lines) if i not in profiled[cap:]]
+        for line in lines:
+            print(line, end="", file=sys.stderr, flush=True)
+            if mode == "slow" and line.startswith("==PROF== Profiling"):
+                import time
+                time.sleep(0.3)
     ''')
 FAKE_SMI = "#!/bin/sh\n[ \"$FAKE_GPUS\" = none ] && { echo 'No devices were found'; exit 6; }\n" \
            "[ \"$1\" = -L ] && { echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'; exit 0; }\nexit 9\n"
