@@ -351,7 +351,7 @@ FAKE_NCU = textwrap.dedent('''\
         if mode == "fail":
             print("==ERROR== The application returned an error code (1).", file=sys.stderr)
             sys.exit(1)
-        if mode == "nothing":
+        if mode == "nothing" or (mode == "skip-past-end" and "--launch-skip" in args):
             print((runs / "custom_nothing" / "logs" / "ncu.log").read_text(), end="")
             sys.exit(0)
         if mode == "segv":

@@ -223,6 +223,21 @@ def test_not_profiled_note_names_the_launch_cap(tmp_path, fake_tools, monkeypatc
     assert set(manifest["not_profiled_reasons"]) == set(manifest["selected_not_profiled"]) != set()
 
 
+def test_window_past_the_end_is_dropped(tmp_path, fake_tools, monkeypatch):
+    """As on the H100 (compiled_mlp_cprofile/logs/ncu_roofline_window_past_the_end.log): under ncu the command
+    made fewer matching launches than discovery saw, so --launch-skip matched nothing; the pass runs once
+    more from the first matching launch."""
+    assert "No kernels were profiled" in (MLP / "logs" / "ncu_roofline_window_past_the_end.log").read_text()
+    monkeypatch.setenv("FAKE_NCU_MODE", "skip-past-end")
+    result = _profile("-o", str(tmp_path / "p"), "--top", "6", "--launch-count", "3", "--no-telemetry",
+                      "--discovery-from", str(REAL_TRACE), "--", *WORKLOAD)
+    assert result.exit_code == 0, result.output
+    assert "Note: the launch window (--launch-skip " in result.output and "profiled 7 launch(es)" in result.output
+    manifest = json.loads((tmp_path / "p" / "ncu" / "manifest.json").read_text())
+    assert "--launch-skip" not in manifest["ncu_command"] and "--launch-count 3" in manifest["ncu_command"]
+    assert manifest["window_dropped"].endswith("matched nothing under ncu") and manifest["profile_status"] == "complete"
+
+
 def test_range_is_the_reason_for_a_bracketed_jax_step():
     """The JAX step on the H100: discovery from the start, the pass inside cudaProfilerStart/Stop; the
     functions that only ran while jax.jit compiled are named as outside the range."""
