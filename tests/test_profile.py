@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from conftest import DATA, rows
 from kwarehouse import pipeline
 from kwarehouse.cli import main
-from kwarehouse.collect import discovery, presets, profile, selection
+from kwarehouse.collect import discovery, presets, profiling, selection
 from kwarehouse.store import Warehouse
 
 RUNS = DATA / "profile-h100"
@@ -293,22 +293,22 @@ def test_nvml_sampler_writes_kwhs_sample_format():
     """The sampler kwh profile runs writes exactly the columns kwh's NVML sample reader knows."""
     import ast
     from kwarehouse.ingest import nvml_samples
-    tree = ast.parse((Path(profile.__file__).with_name("nvml_sampler.py")).read_text())
+    tree = ast.parse((Path(profiling.__file__).with_name("nvml_sampler.py")).read_text())
     written = next(ast.literal_eval(node.value) for node in tree.body
                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COLUMNS")
     assert written == nvml_samples.COLUMNS
-    assert profile.SAMPLE_INTERVAL_MS == nvml_samples.DEFAULT_INTERVAL_MS
+    assert profiling.SAMPLE_INTERVAL_MS == nvml_samples.DEFAULT_INTERVAL_MS
 
 
 def test_sampler_runs_beside_discovery_and_the_ncu_pass(tmp_path, monkeypatch):
-    monkeypatch.setattr(profile, "_can_sample", lambda notes: True)
-    result = profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True))
+    monkeypatch.setattr(profiling, "_can_sample", lambda notes: True)
+    result = profiling.profile(profiling.Options(WORKLOAD, tmp_path, dry_run=True))
     sampled = {s.name: s.sampler() for s in result.steps if s.samples}
     assert sorted(sampled) == ["discovery", "ncu"]
-    assert sampled["ncu"][1:4] == [str(profile.SAMPLER), str(tmp_path / "ncu" / "nvml-samples.csv"), "--interval-ms"]
+    assert sampled["ncu"][1:5] == ["-P", str(profiling.SAMPLER), str(tmp_path / "ncu" / "nvml-samples.csv"), "--interval-ms"]
     lines = _dry_run("-o", str(tmp_path), "--", *WORKLOAD)
     assert sum(line.startswith("#   while it runs: ") for line in lines) == 2
-    assert not any(s.samples for s in profile.profile(profile.Options(WORKLOAD, tmp_path, dry_run=True,
+    assert not any(s.samples for s in profiling.profile(profiling.Options(WORKLOAD, tmp_path, dry_run=True,
                                                                       telemetry=False)).steps)
 
 
@@ -334,7 +334,13 @@ FAKE_NCU = textwrap.dedent('''\
               else path.read_text(), end="")
     elif "--import" in args:
         page = args[args.index("--page") + 1]
-        print(next((replay / "ncu").glob(f"*.{{page}}.csv")).read_text(), end="")
+        text = next((replay / "ncu").glob(f"*.{{page}}.csv")).read_text()
+        if page == "details" and os.environ.get("FAKE_NCU_MODE") == "interrupt-details":
+            import signal, time        # Ctrl-C while the details page is half written
+            print(text[:len(text) // 2], end="", flush=True)
+            os.kill(os.getppid(), signal.SIGINT)
+            time.sleep(30)
+        print(text, end="")
     else:
         mode = os.environ.get("FAKE_NCU_MODE", "replay")
         if mode == "perm":
@@ -345,10 +351,24 @@ FAKE_NCU = textwrap.dedent('''\
         if mode == "fail":
             print("==ERROR== The application returned an error code (1).", file=sys.stderr)
             sys.exit(1)
-        if mode == "nothing":
+        if mode == "nothing" or (mode == "skip-past-end" and "--launch-skip" in args):
             print((runs / "custom_nothing" / "logs" / "ncu.log").read_text(), end="")
             sys.exit(0)
-        print((replay / "logs" / "ncu.log").read_text(), end="", file=sys.stderr)
+        if mode == "segv":
+            import signal
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if mode == "exit139":
+            sys.exit(139)
+        lines = (replay / "logs" / "ncu.log").read_text().splitlines(keepends=True)
+        if mode == "cap":          # ncu honouring --launch-count: only the first N launches are profiled
+            cap = int(args[args.index("--launch-count") + 1])
+            profiled = [i for i, line in enumerate(lines) if line.startswith("==PROF== Profiling")]
+            lines = [line for i, line in enumerate(lines) if i not in profiled[cap:]]
+        for line in lines:
+            print(line, end="", file=sys.stderr, flush=True)
+            if mode == "slow" and line.startswith("==PROF== Profiling"):
+                import time
+                time.sleep(0.3)
     ''')
 FAKE_SMI = "#!/bin/sh\n[ \"$FAKE_GPUS\" = none ] && { echo 'No devices were found'; exit 6; }\n" \
            "[ \"$1\" = -L ] && { echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'; exit 0; }\nexit 9\n"
@@ -399,20 +419,20 @@ def test_counter_permission(tmp_path, fake_tools, monkeypatch):
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^x", "--", *WORKLOAD))
     assert line.startswith("Error: ncu: ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run kwh "
                            "profile as root")
-    assert "NVreg_RestrictProfilingToAdminUsers=0" in line and line.endswith("kept: logs/ncu.log")
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in line and line.endswith("kept: logs/ncu.log, ncu/manifest.json")
 
 
 def test_command_failing(tmp_path, fake_tools, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "fail")
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^x", "--", *WORKLOAD))
-    assert line == "Error: ncu: the command failed (exit status 1); see p/logs/ncu.log; kept: logs/ncu.log"
+    assert line == "Error: ncu: the command failed (exit status 1); see p/logs/ncu.log; kept: logs/ncu.log, ncu/manifest.json"
 
 
 def test_discovery_command_failing_keeps_what_it_wrote(tmp_path, fake_tools):
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--discovery", "torch", "--",
                                     sys.executable, "-c", "import sys; sys.exit(4)"))
     assert line.startswith("Error: discovery: the command failed (exit status ")
-    assert line.endswith("kept: discovery/manifest.torchprof.json, logs/discovery.log")
+    assert line.endswith("kept: discovery/manifest.torchprof.json, logs/discovery.log, ncu/manifest.json")
 
 
 def test_regex_matching_nothing(tmp_path, fake_tools, monkeypatch):
@@ -420,7 +440,7 @@ def test_regex_matching_nothing(tmp_path, fake_tools, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "nothing")
     line = _one_error_line(_profile("-o", str(tmp_path / "p"), "--kernel-regex", "^no_such_kernel$", "--", *WORKLOAD))
     assert line == ("Error: ncu: the kernel regex matched no launch, nothing was profiled (regex:^no_such_kernel$); "
-                    "the command launched saxpy, sgemm_tiled; see p/logs/ncu.log; kept: logs/ncu.log")
+                    "the command launched saxpy, sgemm_tiled; see p/logs/ncu.log; kept: logs/ncu.log, ncu/manifest.json")
 
 
 def test_no_kernels_in_discovery(tmp_path):
@@ -567,9 +587,9 @@ def test_profiled_launches_are_named_by_the_raw_page():
     regex:^(first_layer|gemm64)$); the raw page of the same report names them by what ran (grids agree)."""
     folder = RUNS / "ncu_log_names_shifted"
     short = lambda name: "first_layer" if "image_first_layer" in name else "gemm64"  # noqa: E731
-    from_log = profile._profiled(folder / "ncu.log")
+    from_log = profiling._profiled(folder / "ncu.log")
     assert [short(p["kernel"]) for p in from_log] == ["first_layer", "first_layer", "gemm64", "gemm64"]
-    named = profile._profiled(folder / "ncu.log", folder / "conv_net.raw.csv")
+    named = profiling._profiled(folder / "ncu.log", folder / "conv_net.raw.csv")
     assert [short(p["function"]) for p in named] == ["first_layer", "gemm64", "gemm64", "gemm64"]
     assert [p["passes"] for p in named] == [1, 1, 1, 1]
     with (folder / "conv_net.raw.csv").open(encoding="utf-8") as handle:

@@ -744,6 +744,9 @@ def _run_record(run_id: str, members: list[_Source], existing: dict[str, pa.Tabl
     if model_option and meta.fields.get("model") and model_option != meta.fields["model"]:
         notes.append(f"--model {model_option} ignored for run {run_id}: its manifest {display_path(meta.manifest_path)} "
                      f"names the model {meta.fields['model']!r} (edit the manifest to change it)")
+    if runmeta.partial_profile(meta):
+        notes.append(f"run {run_id} is a partial kwh profile: its manifest {display_path(meta.manifest_path)} says "
+                     f"{runmeta.partial_profile(meta)!r}; what was exported before it stopped is stored")
     return BuiltRun(model, gpu, tables, new_files,
                     RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
                                new=not existing, notes=notes))

@@ -144,6 +144,17 @@ def read_metadata(folder: Path, tool: str = "ncu") -> RunMetadata:
     return meta
 
 
+# kwh profile's manifest.json says how far the profile got: "complete", or "running: STEP" / "failed: ..." /
+# "interrupted: STEP" for a folder it left partial (collect/profiling.py).
+PROFILE_STATUS = "profile_status"
+
+
+def partial_profile(meta: RunMetadata) -> str | None:
+    """The state of a run kwh profile did not finish (its manifest's profile_status), else None."""
+    status = meta.tags.get(PROFILE_STATUS)
+    return status if status is not None and status != "complete" else None
+
+
 def ncu_settings(log: str) -> dict[str, str]:
     """clock_control, cache_control, replay_mode from what ncu printed (an ncu.log): each option where a
     command line in it gives one; else clock_control 'none' when ncu warned that clocks were left alone.

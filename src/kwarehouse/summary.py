@@ -46,6 +46,7 @@ SELECT left(coalesce(any_value(d.kernel_display), any_value(t.kernel_base)), 60)
        round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
            AS counter_coverage_pct
 FROM kernel_time t LEFT JOIN displays d USING (kernel_id) LEFT JOIN verdicts v USING (kernel_id)
+WHERE op_class IS DISTINCT FROM 'autotune'   -- XLA's compile-time autotuning (op_class_rules.csv): not the model's work
 GROUP BY t.kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
 """
 # The fleet's first fixes, by estimated time saved (what_to_fix_first)

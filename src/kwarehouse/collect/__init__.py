@@ -5,7 +5,7 @@ the pages kwh reads, write the run's manifest, and optionally ingest it.
   selection.py        top N / covering X % of GPU time, and the escaped kernel-name regex ncu filters on
   presets.py          ncu section presets (presets.toml) checked against the installed ncu
   environment.py      GPU, driver, CUDA, clocks and versions for the manifest
-  profile.py          the plan (every command, printable with --dry-run) and its execution
+  profiling.py        the plan (every command, printable with --dry-run) and its execution
   command.py          the click command (needs only click and the standard library)
   torch_discovery.py  runs a Python command under the PyTorch profiler (executed by the workload's python)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from kwarehouse.collect import discovery, presets, profile as profile_lib
+from kwarehouse.collect import discovery, presets, profiling as profile_lib
 from kwarehouse.errors import KwhError
 
 
@@ -23,6 +23,22 @@ def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{value!r} is not key=value", param_hint="--tag")
         tags[key.strip()] = val
     return tags
+
+
+class LaunchCount(click.ParamType):
+    """--launch-count: a positive number, or `all` (0: no cap)."""
+    name = "launch_count"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or str(value).strip().lower() == "all":
+            return 0 if not isinstance(value, int) else value
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            self.fail(f"{value!r} is not a number of launches (1 or more) or all", param, ctx)
+        return count
 
 
 def _help() -> str:
@@ -63,7 +79,10 @@ def _help() -> str:
 @click.option("--kernel-regex", metavar="REGEX", help="Skip discovery: profile the kernels this demangled-name "
                                                      "regex matches (kwh hot-kernels prints one).")
 @click.option("--launch-skip", type=click.IntRange(min=0), help="ncu --launch-skip: matching launches to skip first.")
-@click.option("--launch-count", type=click.IntRange(min=1), help="ncu --launch-count: matching launches to profile.")
+@click.option("--launch-count", type=LaunchCount(), metavar="N|all",
+              help=f"ncu --launch-count: matching launches to profile (default {profile_lib.DEFAULT_LAUNCH_COUNT}, "
+                   "chosen where they hold the most of the selection's GPU time; all: every one). An estimate of "
+                   "the pass's time is printed before it runs.")
 @click.option("--invocation", type=click.IntRange(min=1),
               help="Profile only the N-th launch of each selected kernel (ncu --kernel-id ::regex:...:N).")
 @click.option("--replay-mode", type=click.Choice(profile_lib.REPLAY_MODES), default="kernel", show_default=True)
@@ -72,6 +91,9 @@ def _help() -> str:
 @click.option("--profile-from-start/--no-profile-from-start", default=True, show_default=True,
               help="--no-profile-from-start: only between the command's cudaProfilerStart/Stop "
                    "(torch.cuda.profiler.start()/stop()).")
+@click.option("--discovery-from-start", is_flag=True,
+              help="With --no-profile-from-start: discovery records the whole run anyway (a JAX step bracketed "
+                   "with cudaProfilerStart/Stop through ctypes, which the PyTorch profiler cannot wait for).")
 @click.option("--nvtx/--no-nvtx", default=True, show_default=True, help="ncu --nvtx (NVTX ranges per launch).")
 @click.option("--telemetry/--no-telemetry", default=True, show_default=True,
               help="NVML samples (nvml-samples.csv, needs pynvml) beside discovery and the ncu pass while they run.")
@@ -84,7 +106,8 @@ def _help() -> str:
 @click.pass_context
 def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, seed, warmup, iterations, tags, preset,
             top, cover_pct, discovery, discovery_from, kernel_regex, launch_skip, launch_count, invocation, replay_mode,
-            clock_control, profile_from_start, nvtx, telemetry, ncu, nsys, dry_run, ingest, sub_warehouse):
+            clock_control, profile_from_start, discovery_from_start, nvtx, telemetry, ncu, nsys, dry_run, ingest,
+            sub_warehouse):
     command = list(command)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -94,12 +117,15 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
         command=command, out=out or Path(f"profile-{profile_lib.model_name(profile_lib.Options(command, Path('.'), model))}"),
         model=model, preset=preset, top=top, cover_pct=cover_pct, discovery=discovery, discovery_from=discovery_from,
         kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count, invocation=invocation,
-        replay_mode=replay_mode, clock_control=clock_control, profile_from_start=profile_from_start, nvtx=nvtx,
+        replay_mode=replay_mode, clock_control=clock_control, profile_from_start=profile_from_start,
+        discovery_from_start=discovery_from_start, nvtx=nvtx,
         metadata=metadata, ncu=ncu, nsys=nsys, telemetry=telemetry, dry_run=dry_run)
-    result = profile_lib.profile(options, progress=lambda line: click.echo(f"running {line}", err=True))
+    result = profile_lib.profile(options, progress=lambda line: click.echo(line, err=True))
     if result.dry_run:
         if result.selection is not None:
             _echo_selection(result)
+        if result.estimate is not None and result.selection is not None:
+            click.echo(f"# {profile_lib._estimate_line(result.estimate)}")
         for step in result.steps:
             click.echo(step.shell())
             if step.sampler():
@@ -119,11 +145,17 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
 
 
 def _echo_selection(result) -> None:
-    chosen = result.selection
+    chosen, window = result.selection, result.window
     click.echo(f"# selected {len(chosen.kernels)} of {chosen.seen} kernel functions, "
                f"{chosen.covered_pct:.1f} % of the GPU time:")
     for kernel in chosen.kernels:
-        click.echo(f"#   {100 * kernel.gpu_time_ns / chosen.total_ns:5.1f} %  {kernel.launches:>5} launches  {kernel.function}")
+        inside = f" ({window.in_window.get(kernel.function, 0):>5} profiled)" if window is not None else ""
+        click.echo(f"#   {100 * kernel.gpu_time_ns / chosen.total_ns:5.1f} %  {kernel.launches:>5} launches{inside}  "
+                   f"{len(kernel.names)} instance(s)  {kernel.function}")
+    if window is not None and window.count is not None and window.matching > window.count:
+        click.echo(f"# launch window: --launch-skip {window.skip} --launch-count {window.count} of {window.matching:,} "
+                   f"matching launches: {window.instances_in_window} of {window.instances} instances, "
+                   f"{window.covered_pct:.1f} % of the selection's time by instance")
     click.echo(f"# regex: {result.regex}")
 
 

@@ -80,9 +80,15 @@ def read_torch_trace(path: Path) -> list[tuple[str, int]]:
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise KwhError(f'{path}: no "traceEvents" list; expected prof.export_chrome_trace() output')
+    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"]
+    # in launch order, the order ncu's --launch-skip/--launch-count count in: by the CUDA API call's
+    # correlation id where every event has one (kernels of several streams start out of call order), else by start
+    if all(isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), int) for e in kernels):
+        kernels.sort(key=lambda e: e["args"]["correlation"])
+    else:
+        kernels.sort(key=lambda e: float(e.get("ts", 0)))
     # dur is in microseconds with nanosecond decimals ("dur": 14.464)
-    return [(str(e.get("name", "")), round(float(e.get("dur", 0)) * 1000)) for e in events
-            if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"]
+    return [(str(e.get("name", "")), round(float(e.get("dur", 0)) * 1000)) for e in kernels]
 
 
 def read_ncu_durations(path: Path) -> list[tuple[str, int]]:
@@ -147,6 +153,11 @@ def kind_of(path: Path) -> str:
 def read(method: str, path: Path) -> list[tuple]:
     """The launches (or summary lines) of a discovery output of `method`."""
     return {"torch": read_torch_trace, "ncu": read_ncu_durations, "nsys": read_nsys_kernel_summary}[method](path)
+
+
+def in_launch_order(method: str) -> bool:
+    """Whether `method`'s output lists launches in launch order (an nsys summary has one line per kernel)."""
+    return method in ("torch", "ncu")
 
 
 def read_any(path: Path) -> tuple[str, list[tuple]]:

@@ -27,6 +27,7 @@ class Preset:
     sections: tuple[str, ...] = ()
     section_set: str | None = None
     metrics: tuple[str, ...] = ()
+    seconds_per_launch_h100: float | None = None    # the estimate's prior (presets.toml says where from)
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Checked:
 def presets() -> dict[str, Preset]:
     data = tomllib.loads(resources.files("kwarehouse.collect").joinpath("presets.toml").read_text(encoding="utf-8"))
     return {name: Preset(name, spec["cost"], spec.get("passes_h100"), tuple(spec.get("sections", ())),
-                         spec.get("set"), tuple(spec.get("metrics", ())))
+                         spec.get("set"), tuple(spec.get("metrics", ())), spec.get("seconds_per_launch_h100"))
             for name, spec in data.items()}
 
 

@@ -10,7 +10,7 @@ function is therefore profiled; the manifest lists the selected function names a
 discovery saw.
 
 The regex (kwh hot-kernels prints it; kwh profile hands ncu the same functions as function_regex, on
---kernel-name-base function: profile._kernel_filter says why) anchors each function name
+--kernel-name-base function: profiling._kernel_filter says why) anchors each function name
 at the start of the demangled name, after an optional return type and namespace qualifiers, and before
 its template arguments or parameters (it reads the same as a full or a partial match), so `elementwise_kernel` never matches `vectorized_elementwise_kernel`
 nor a kernel that merely takes it as a template argument. Names are escaped with re.escape, and the
@@ -20,9 +20,12 @@ pattern uses only constructs ECMAScript, POSIX ERE and Python regexes share (gro
 
 from __future__ import annotations
 
+import csv
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Namespace spellings a demangled kernel name may start with: plain identifiers, ncu's `<unnamed>`,
 # CUPTI's `(anonymous namespace)` (brackets instead of backslashes: every regex dialect reads them).
@@ -35,6 +38,10 @@ _MANGLED_PART = re.compile(r"(\d+)")
 _TRITON_WITHOUT_COUNTER = re.compile(r"triton_\w*[A-Za-z]$")
 _TRITON_COUNTER = "(_[0-9]+)?"
 _NOT_A_KERNEL = re.compile(r"\[CUDA |Memcpy |Memset\b|Memcpy$")
+# kwh's op class rules (read as a file: importing kwarehouse.normalize would need polars); the rows of op
+# class `autotune` say which kernels are a framework's compile-time autotuning, not the workload's work
+OP_CLASS_RULES = Path(__file__).parents[1] / "normalize" / "op_class_rules.csv"
+AUTOTUNE = "autotune"
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,10 @@ class KernelTime:
     gpu_time_ns: int
     launches: int
     names: tuple[str, ...]    # the full names discovery printed, longest-running first
+    # per instance (full name, as `names`): (launches, GPU time ns); a template function's instances
+    # (a GELU and a fill of vectorized_elementwise_kernel) differ by orders of magnitude per launch
+    instances: tuple[tuple[int, int], ...] = ()
+    autotune: bool = False    # op class autotune (op_class_rules.csv): kept out of every selection
 
 
 @dataclass
@@ -94,7 +105,18 @@ def function_name(name: str) -> str:
     text = name.strip()
     if text.startswith("_Z"):
         return _mangled_function(text) or text
-    text = _ANONYMOUS.sub("", text)
+    return qualified_name(text).split("::")[-1] or text
+
+
+def qualified_name(name: str) -> str:
+    """The kernel's name with its namespaces, without return type, template arguments, parameters and
+    anonymous namespaces: what kwh's kernel_base keeps of a demangled name, which op_class_rules.csv's
+    `base` rules match.
+
+    >>> qualified_name("void stream_executor::gpu::RedzoneAllocatorKernelImpl(unsigned char*, unsigned long)")
+    'stream_executor::gpu::RedzoneAllocatorKernelImpl'
+    """
+    text = _ANONYMOUS.sub("", name.strip())
     head, depth = [], 0
     for ch in text:
         if ch == "(" and depth == 0 and "".join(head).strip():
@@ -105,8 +127,7 @@ def function_name(name: str) -> str:
             depth = max(depth - 1, 0)
         elif depth == 0:
             head.append(ch)
-    qualified = "".join(head).strip().split(" ")[-1]     # drops the return type (`void `)
-    return qualified.split("::")[-1] or text
+    return "".join(head).strip().split(" ")[-1]     # drops the return type (`void `)
 
 
 def _mangled_function(name: str) -> str | None:
@@ -134,25 +155,28 @@ def _mangled_function(name: str) -> str | None:
 def aggregate(launches: Iterable[tuple]) -> list[KernelTime]:
     """(kernel name, duration ns) per launch, or (kernel name, total ns, launches) per line of a
     summary -> GPU time per kernel function, longest first."""
-    time: dict[str, int] = {}
-    count: dict[str, int] = {}
-    by_name: dict[str, dict[str, int]] = {}
+    by_name: dict[str, dict[str, list[int]]] = {}       # function -> name -> [launches, ns]
     for name, duration, *instances in launches:
         function = function_name(name)
         if not is_kernel(function) or not is_kernel(name):
             continue
-        time[function] = time.get(function, 0) + int(duration)
-        count[function] = count.get(function, 0) + (int(instances[0]) if instances else 1)
-        names = by_name.setdefault(function, {})
-        names[name] = names.get(name, 0) + int(duration)
-    return sorted((KernelTime(f, time[f], count[f], tuple(sorted(by_name[f], key=lambda n: -by_name[f][n])))
-                   for f in time), key=lambda k: (-k.gpu_time_ns, k.function))
+        entry = by_name.setdefault(function, {}).setdefault(name, [0, 0])
+        entry[0] += int(instances[0]) if instances else 1
+        entry[1] += int(duration)
+    kernels = []
+    for function, names in by_name.items():
+        ordered = sorted(names, key=lambda n: (-names[n][1], n))
+        kernels.append(KernelTime(function, sum(v[1] for v in names.values()), sum(v[0] for v in names.values()),
+                                  tuple(ordered), tuple((names[n][0], names[n][1]) for n in ordered),
+                                  autotune=any(is_autotune(n) for n in ordered)))
+    return sorted(kernels, key=lambda k: (-k.gpu_time_ns, k.function))
 
 
 def select(kernels: list[KernelTime], top: int | None = None, cover_pct: float | None = None) -> Selection:
     """The longest-running kernel functions: the first `top`, or as many as cover `cover_pct` % of the
     GPU time (with both, whichever set is smaller); the top 10 when neither is given."""
-    ranked = sorted(kernels, key=lambda k: (-k.gpu_time_ns, k.function))
+    autotuning = [k for k in kernels if k.autotune]
+    ranked = sorted((k for k in kernels if not k.autotune), key=lambda k: (-k.gpu_time_ns, k.function))
     total = sum(k.gpu_time_ns for k in ranked)
     limit = top if top is not None else (len(ranked) if cover_pct is not None else 10)
     chosen: list[KernelTime] = []
@@ -164,10 +188,128 @@ def select(kernels: list[KernelTime], top: int | None = None, cover_pct: float |
                           cover_pct=cover_pct)
     if top is None and cover_pct is None:
         selection.top = 10
+    if autotuning:
+        spent = sum(k.gpu_time_ns for k in autotuning)
+        selection.notes.append(
+            f"left out {len(autotuning)} autotuning kernel function(s) ({_share(spent, spent + total)} of the GPU "
+            f"time, op class autotune: compile-time tuning, not the workload's steady work): "
+            f"{', '.join(k.function for k in autotuning[:4])}" + (" ..." if len(autotuning) > 4 else ""))
     if cover_pct is not None and selection.covered_pct + 1e-9 < cover_pct and top is not None:
         selection.notes.append(f"the top {top} kernel functions cover {selection.covered_pct:.1f} % of the GPU "
                                f"time, less than --cover {cover_pct:g}")
     return selection
+
+
+@dataclass
+class LaunchWindow:
+    """Which of the selected functions' launches the targeted pass profiles: ncu's --launch-skip and
+    --launch-count count the launches its kernel filter matches, in launch order, so the window is
+    chosen on discovery's launches in that order (a torch trace, an ncu durations page)."""
+    skip: int                          # --launch-skip
+    count: int | None                  # --launch-count (None: every launch)
+    matching: int                      # launches of the selected functions discovery saw
+    in_window: dict[str, int]          # function -> its launches inside the window
+    launches: dict[str, int]           # function -> all its launches discovery saw
+    instances_in_window: int           # distinct instances (full names) with a launch inside
+    instances: int                     # distinct instances of the selected functions
+    covered_pct: float                 # share of the selected GPU time whose instance has a launch inside
+
+    @property
+    def profiled(self) -> int:
+        """The launches the pass profiles, if it launches what discovery saw."""
+        return sum(self.in_window.values())
+
+    def as_json(self) -> dict:
+        return {"launch_skip": self.skip, "launch_count": self.count, "matching_launches": self.matching,
+                "launches_in_window": self.profiled, "instances_in_window": self.instances_in_window,
+                "instances": self.instances, "instance_time_in_window_pct": round(self.covered_pct, 2),
+                "per_function": {f: {"launches": self.launches[f], "in_window": self.in_window.get(f, 0)}
+                                 for f in self.launches}}
+
+
+def launch_window(launches: list[tuple[str, int]], chosen: Selection, count: int | None,
+                  skip: int | None = None) -> LaunchWindow:
+    """The window of `count` consecutive launches (of those the selection's filter matches, in launch
+    order) that holds the most of the selection's GPU time by **instance**: each full kernel name with a
+    launch inside counts with all its GPU time, once. A cap therefore goes to the hot instances (a GEMM,
+    a GELU) and not to the thousands of cheap casts and fills that share a template function with them
+    and come first (model loading); ties go to the later window (after warm-up and autotuning). With
+    `skip` (--launch-skip) the window is the user's.
+
+    >>> chosen = select(aggregate([("fill(int)", 1), ("fill(int)", 1), ("gemm(int)", 50), ("fill(int)", 1)]))
+    >>> window = launch_window([("fill(int)", 1), ("fill(int)", 1), ("gemm(int)", 50), ("fill(int)", 1)], chosen, 2)
+    >>> (window.skip, window.count, window.in_window)
+    (2, 2, {'gemm': 1, 'fill': 1})
+    """
+    selected = set(chosen.functions)
+    order = [(name, function_name(name), int(duration)) for name, duration in launches
+             if is_kernel(name) and function_name(name) in selected]
+    instance_ns: dict[str, int] = {}
+    for name, _, duration in order:
+        instance_ns[name] = instance_ns.get(name, 0) + duration
+    size = len(order) if count is None else count
+    if skip is not None or size >= len(order):
+        start = skip or 0
+    else:
+        start = _best_window(order, instance_ns, size)
+    inside = order[start:start + size]
+    in_window: dict[str, int] = {}
+    for _, function, _ in inside:
+        in_window[function] = in_window.get(function, 0) + 1
+    launches_per: dict[str, int] = {f: 0 for f in chosen.functions}
+    for _, function, _ in order:
+        launches_per[function] += 1
+    names_inside = {name for name, _, _ in inside}
+    total = sum(instance_ns.values())
+    return LaunchWindow(start, count, len(order), in_window, launches_per, len(names_inside), len(instance_ns),
+                        100.0 * sum(instance_ns[n] for n in names_inside) / total if total else 0.0)
+
+
+def _best_window(order: list[tuple[str, str, int]], instance_ns: dict[str, int], size: int) -> int:
+    """Start of the window of `size` launches with the most instance time (then launch time; then later)."""
+    inside: dict[str, int] = {}
+    covered = window_ns = 0
+    best = (-1, -1, 0)
+    for end, (name, _, duration) in enumerate(order):
+        inside[name] = inside.get(name, 0) + 1
+        covered += instance_ns[name] if inside[name] == 1 else 0
+        window_ns += duration
+        if end >= size:
+            old, _, old_ns = order[end - size]
+            inside[old] -= 1
+            covered -= instance_ns[old] if inside[old] == 0 else 0
+            window_ns -= old_ns
+        if end >= size - 1:
+            best = max(best, (covered, window_ns, end - size + 1))
+    return best[2]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f} %" if whole else "0 %"
+
+
+@functools.cache
+def _autotune_rules() -> tuple[tuple[str, re.Pattern], ...]:
+    """op_class_rules.csv's rows of op class autotune on `base` (the qualified name) or `name`."""
+    rules = []
+    with OP_CLASS_RULES.open(encoding="utf-8", newline="") as handle:
+        for row in csv.reader(line for line in handle if line.strip() and not line.lstrip().startswith("#")):
+            if len(row) == 3 and row[2].strip() == AUTOTUNE and row[0].strip() in ("base", "name"):
+                rules.append((row[0].strip(), re.compile(row[1].strip())))
+    return tuple(rules)
+
+
+def is_autotune(name: str) -> bool:
+    """A kernel of op class autotune: an XLA autotuner's redzone check, buffer comparison or timer delay
+    kernel (op_class_rules.csv), which run at compile time and can outweigh the model in a short trace.
+
+    >>> is_autotune("void stream_executor::gpu::RedzoneAllocatorKernelImpl(unsigned char*, unsigned char, unsigned long, unsigned int*)")
+    True
+    >>> is_autotune("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2)")
+    False
+    """
+    base = qualified_name(name) if not name.startswith("_Z") else name
+    return any(rule.search(base if field == "base" else name) for field, rule in _autotune_rules())
 
 
 def kernel_regex(functions: Iterable[str]) -> str:
@@ -197,7 +339,7 @@ def functions_in(regex: str) -> list[str] | None:
 
 def function_regex(functions: Iterable[str]) -> str:
     """The regex ncu's --kernel-name-base function filter matches exactly these kernel functions by: the
-    form kwh profile hands ncu (see profile._kernel_filter for why not the demangled one).
+    form kwh profile hands ncu (see profiling._kernel_filter for why not the demangled one).
 
     >>> function_regex(["saxpy", "a.b"])
     '^(saxpy|a\\\\.b)$'

@@ -10,10 +10,20 @@ torch.cuda.profiler.start() and stop() (the calls that cudaProfilerStart/Stop nc
 --profile-from-start off waits for), so discovery sees the same region the ncu pass profiles.
 """
 
-import argparse
-import json
-import runpy
+import os
 import sys
+
+# Run as a file, this script's folder (kwarehouse/collect) is sys.path[0], ahead of the standard library:
+# a module beside it would stand in for any the workload imports by that name (collect/profile.py once
+# shadowed the standard library's profile, which cProfile needs, and transformers and torch.compile
+# import cProfile: "module 'profile' has no attribute 'run'"). Dropped before anything else is imported;
+# `python -P` would do the same, but only from Python 3.11, and this runs on the workload's interpreter.
+if sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import runpy  # noqa: E402
 
 
 class _no_nvtx:
@@ -76,7 +86,7 @@ def main() -> None:
         run = lambda: runpy.run_module(command[1], run_name="__main__", alter_sys=True)  # noqa: E731
     else:
         sys.argv = command
-        sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(command[0])))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(command[0])))   # what `python SCRIPT` puts first
         run = lambda: runpy.run_path(command[0], run_name="__main__")  # noqa: E731
     status = 0
     try:
