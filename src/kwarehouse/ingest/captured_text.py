@@ -163,10 +163,13 @@ def _spliced_anywhere(text: str) -> bool:
     return any(match.start() > 0 and text[match.start() - 1] != "\n" for match in SPLICED.finditer(text))
 
 
-def unwrapped(captured: Captured) -> Captured | None:
+def unwrapped(captured: Captured, starts: re.Pattern | None = None) -> Captured | None:
     """The capture with terminal wrapping undone, or None when it does not look wrapped: a terminal
     cuts every line longer than its width W into W-character pieces, so the longest lines are all
-    exactly W characters long and each such piece continues on the next line."""
+    exactly W characters long and each such piece continues on the next line. A line of exactly W
+    characters can also be whole (a line 2W long makes two full pieces): the next line is not joined
+    to it when it is blank (no piece is) or matches `starts`, the lines that begin a new line in the
+    reader's format."""
     lengths = [len(line) for line in captured.lines]
     if not lengths:
         return None
@@ -176,19 +179,23 @@ def unwrapped(captured: Captured) -> Captured | None:
     lines: list[str] = []
     numbers: list[int] = []
     joining = False
-    for line, number, length in zip(captured.lines, captured.numbers, lengths):
+    for index, (line, number, length) in enumerate(zip(captured.lines, captured.numbers, lengths)):
         if joining:
             lines[-1] += line
         else:
             lines.append(line)
             numbers.append(number)
         joining = length == width
+        if joining and index + 1 < len(lengths):
+            following = captured.lines[index + 1]
+            joining = bool(following) and not (starts and starts.match(following))
     return Captured(lines, numbers, captured.ends_with_newline)
 
 
-def readings(captured: Captured) -> list[Captured]:
-    """The ways to read a capture, the text as it is first: a reader keeps the one it reads more of."""
-    other = unwrapped(captured)
+def readings(captured: Captured, starts: re.Pattern | None = None) -> list[Captured]:
+    """The ways to read a capture, the text as it is first: a reader keeps the one it reads more of.
+    `starts`: lines that always begin a line of their own in the reader's format (see unwrapped)."""
+    other = unwrapped(captured, starts)
     return [captured] if other is None else [captured, other]
 
 

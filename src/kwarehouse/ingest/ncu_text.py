@@ -93,6 +93,9 @@ class _Launch:
     nvtx_thread: str | None = None
 
 
+# Lines that begin a line of their own, never the continuation of one a terminal wrapped.
+LINE_STARTS = re.compile(r"^(?:\[\d+\] |    Section: |    (?:OPT|INF|WRN|ERR)   |        <\d+,|    NVTX Push/Pop |"
+                         r"    -+ -|==[A-Z]+== )")
 # A launch line a terminal wrapped runs over at most this many lines.
 WRAPPED_LAUNCH_LINES = 6
 
@@ -119,7 +122,7 @@ class NcuText:
         best: tuple[tuple[int, int], ReadResult] | None = None
         first_error: InputError | None = None
         # the text as it is, and unwrapped where a terminal may have wrapped it: the one read best
-        for reading in captured_text.readings(captured):
+        for reading in captured_text.readings(captured, LINE_STARTS):
             try:
                 result = _Parser(path, reading.numbers).parse(reading.lines)
             except InputError as exc:

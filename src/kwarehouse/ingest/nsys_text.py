@@ -48,6 +48,8 @@ OLD_MEMORY_TITLE = "CUDA Memory Operation Statistics"
 CHATTER = re.compile(r"^(Processing \[.*\] with \[.*\.py\]|\[\d+/\d+\] Executing '\w+' stats report|"
                      r"SKIPPED: .* does not contain |Generating CUDA \w+ ?\w* Statistics)", re.MULTILINE)
 ELLIPSES = ("\u2026", "...")
+# Lines that begin a line of their own, never the continuation of one a terminal wrapped.
+LINE_STARTS = re.compile(r"^(?:\[\d+/\d+\] |Processing \[| ?\*\* |SKIPPED: |Generating |NOTICE: )")
 
 
 class NsysText:
@@ -70,7 +72,7 @@ class NsysText:
         best: tuple[int, ReadResult] | None = None
         first_error: InputError | None = None
         # the text as it is, and unwrapped where a terminal may have wrapped it: the one read best
-        for reading in captured_text.readings(captured):
+        for reading in captured_text.readings(captured, LINE_STARTS):
             try:
                 blocks = _Parser(path, reading.numbers).blocks(reading.lines)
                 _complete_cut_names(blocks)
