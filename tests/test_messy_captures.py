@@ -254,3 +254,59 @@ def test_ingest_counts_and_prints_the_warnings(tmp_path):
     result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh2"), "ingest", str(folder)])
     assert result.exit_code == 0, result.output
     assert "1 row(s) left out with a warning" in result.output
+
+
+# -- issue 31, part 7 ------------------------------------------------------------------------------
+
+def test_torch_trace_memory_operations_are_named_whole():
+    """"Memcpy DtoH (Device -> Pinned)": the "->" is no template bracket; the identity was `Pinned)`."""
+    from kwarehouse.normalize import identity
+    for name, signature in (("Memcpy DtoH (Device -> Pinned)", "[CUDA memcpy Device-to-Host]"),
+                            ("Memcpy HtoD (Pageable -> Device)", "[CUDA memcpy Host-to-Device]"),
+                            ("Memcpy DtoD (Device -> Device)", "[CUDA memcpy Device-to-Device]"),
+                            ("Memset (Device)", "[CUDA memset]")):
+        found = identity.identify(name)
+        assert (found.kernel_name, found.kernel_base, found.kernel_signature) == (name, signature, signature)
+
+
+def test_torch_trace_memcpy_events_are_stored_under_their_whole_name(tmp_path):
+    """A real trace's Memset event, copied by code as the memory copies other traces hold."""
+    import json
+    trace = json.loads((DATA / "torch-trace-gpt2/trace.json").read_text(encoding="utf-8"))
+    memset = next(e for e in trace["traceEvents"] if e.get("name") == "Memset (Device)")
+    for kinds in ("DtoH (Device -> Pinned)", "HtoD (Pageable -> Device)"):
+        trace["traceEvents"].append({**memset, "name": f"Memcpy {kinds}", "cat": "gpu_memcpy",
+                                     "ts": memset["ts"] + 1})
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    (folder / "trace.json").write_text(json.dumps(trace), encoding="utf-8")
+    shutil.copy(DATA / "torch-trace-gpt2/manifest.torchprof.json", folder)
+    warehouse = Warehouse(tmp_path / "wh")
+    assert pipeline.ingest([folder], warehouse).ok
+    from conftest import rows
+    names = rows(warehouse, "SELECT DISTINCT kernel_base FROM kernel_launches WHERE activity = 'memcpy' ORDER BY 1")
+    assert names == [("[CUDA memcpy Device-to-Host]",), ("[CUDA memcpy Host-to-Device]",)]
+
+
+@pytest.mark.parametrize("placeholder_name", ["same", "null"])
+def test_nsys_gpu_placeholder_row_is_skipped(tmp_path, placeholder_name):
+    """nsys 2021.5 writes a placeholder GPU row (compute capability 0.0, no SMs) before the A100's:
+    made by code from the real A100 export, whose one row is moved behind such a placeholder."""
+    import sqlite3
+    clean = DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite"
+    path = tmp_path / "saxpy.sqlite"
+    shutil.copy(clean, path)
+    with sqlite3.connect(path) as con:
+        columns = [row[1] for row in con.execute("PRAGMA table_info(TARGET_INFO_GPU)")]
+        (real,) = con.execute("SELECT * FROM TARGET_INFO_GPU").fetchall()
+        con.execute("DELETE FROM TARGET_INFO_GPU")
+        placeholder = dict(zip(columns, real), id=0, smCount=0, computeMajor=0, computeMinor=0)
+        if placeholder_name == "null":
+            placeholder["name"] = None
+        rows_ = [placeholder, dict(zip(columns, real), id=1)]
+        for row in rows_:
+            con.execute(f"INSERT INTO TARGET_INFO_GPU ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                        [row[c] for c in columns])
+    want = ingest.read(clean).run_info
+    assert want == {"sm_count": 108, "compute_capability": "8.0"}
+    assert ingest.read(path).run_info == want
