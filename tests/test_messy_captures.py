@@ -28,7 +28,7 @@ NSYS = DATA / "text-nsys-a100-vectoradd/stats_console.txt"        # nsys profile
 NCU_CONSOLE = DATA / "text-ncu-gpt2-h100/gpt2.ncu-console.txt"     # ncu --import R
 NCU_DETAILS_TEXT = DATA / "text-ncu-gpt2-h100/gpt2.details-text.txt"
 NCU_STDOUT_CSV = DATA / "ncu-cupy-h100-stdout/stdout.details.csv"   # ncu --csv ... > out (stdout)
-CORPUS = Path(__file__).resolve().parents[1] / "../shared/corpus/h100-2026-11b"
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11b"
 NVTX_SKIPPED = "SKIPPED: /tmp/nsys-report-a98b.sqlite does not contain NV Tools Extension (NVTX) data.\n"
 PROGRESS = "[1/8] [0%                          ] vector_add.nsys-rep\r[1/8] [========================100%] vector_add.nsys-rep\n"
 
