@@ -234,6 +234,8 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
                    f"from {len(run.files)} file(s){replaced}")
         for note in run.notes:
             click.echo(f"Note: {note}", err=True)
+        for warning in run.warnings:
+            click.echo(f"Warning: {warning}", err=True)
     for path, why in report.skipped:
         if why != "no reader for this kind of file":
             click.echo(f"skipped {path}: {why}")
@@ -242,7 +244,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     ignored = sum(1 for _, why in report.skipped if not why.startswith("already ingested"))
     click.echo(f"ingested {len(report.runs)} run(s), {sum(r.kernels for r in report.runs)} kernels; "
                f"{sum(1 for _, w in report.skipped if w.startswith('already'))} already ingested, "
-               f"{ignored} other file(s) ignored, {len(report.failed)} failed")
+               f"{ignored} other file(s) ignored, {len(report.failed)} failed"
+               + (f", {warned} row(s) left out with a warning" if (warned := sum(len(r.warnings) for r in report.runs))
+                  else ""))
     if not report.ok:
         sys.exit(1)
 

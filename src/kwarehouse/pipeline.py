@@ -58,6 +58,7 @@ class RunSummary:
     new: bool
     replaced: list[str] = field(default_factory=list)   # partial runs this one replaced
     notes: list[str] = field(default_factory=list)      # what the user should know (one line each)
+    warnings: list[str] = field(default_factory=list)   # rows its files held that could not be read
 
 
 @dataclass
@@ -749,7 +750,8 @@ def _run_record(run_id: str, members: list[_Source], existing: dict[str, pa.Tabl
                      f"{runmeta.partial_profile(meta)!r}; what was exported before it stopped is stored")
     return BuiltRun(model, gpu, tables, new_files,
                     RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
-                               new=not existing, notes=notes))
+                               new=not existing, notes=notes,
+                               warnings=[w for m in members for w in m.result.warnings]))
 
 
 UNKNOWN_GPU = "unknown"

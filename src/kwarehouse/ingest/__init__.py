@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.ingest import gzipped, nsys_sqlite
+from kwarehouse.ingest import base, captured_text, gzipped, nsys_sqlite
 from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.dcgm import DcgmiDmon
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
@@ -64,8 +64,21 @@ def _claims(reader: Reader, path: Path, head: bytes) -> bool:
         return False
 
 
+# Readers that find their report anywhere in a file, after whatever a program printed first
+# (`ncu python train.py > out.txt` puts the whole training log before the report): sniffed on every
+# window of a text file, not only on its first SNIFF_BYTES.
+FOUND_ANYWHERE = ("ncu-raw-csv", "ncu-details-csv", "ncu-text", "nsys-stats-csv", "nsys-text")
+# Each window after the first starts with this much of the one before (from a line start), so that
+# a report's first lines cut by a window's end are seen whole: ncu text's launch line before its
+# first "Section:", a CSV header line.
+SNIFF_OVERLAP = 64 << 10
+
+
 def sniff(path: Path) -> Reader | None:
-    """The reader whose format the file's content matches, or None."""
+    """The reader whose format the file's content matches, or None. A text file is sniffed window by
+    window (SNIFF_BYTES each) to its end, in bounded memory, for the readers that find their report
+    wherever it is (FOUND_ANYWHERE); a UTF-16, BOM, CR-only or coloured capture is sniffed as the text
+    its readers will see (captured_text)."""
     with open(path, "rb") as handle:
         head = handle.read(GUESS_BYTES)
         guesses = () if gzipped.is_gzip(head) else first_guesses(head)
@@ -74,16 +87,40 @@ def sniff(path: Path) -> Reader | None:
         if guesses and _claims(READERS[guesses[0]], path, head):
             return READERS[guesses[0]]
         head += handle.read(SNIFF_BYTES - len(head))
-    packed = gzipped.is_gzip(head)
-    plain = gzipped.head_of(head, len(head)) if packed else head    # decompressed once, for every sniffer
-    for name in dict.fromkeys((*first_guesses(plain), *READERS)):
-        reader = READERS[name]
-        try:
-            claimed = gzipped.sniff_plain(reader, path, plain) if packed else reader.sniff(path, head)
-        except Exception:   # noqa: BLE001 - a sniffer choking on garbage just does not claim the file
-            claimed = False
-        if claimed:
-            return gzipped.Gzipped(reader) if packed else reader
+        packed = gzipped.is_gzip(head)
+        if packed:
+            plain = gzipped.head_of(head, len(head))    # decompressed once, for every sniffer
+            for name in dict.fromkeys((*first_guesses(plain), *READERS)):
+                try:
+                    claimed = gzipped.sniff_plain(READERS[name], path, plain)
+                except Exception:   # noqa: BLE001 - a sniffer choking on garbage just does not claim the file
+                    claimed = False
+                if claimed:
+                    return gzipped.Gzipped(READERS[name])
+            return None
+        codec, _ = captured_text.encoding_of(head)
+        window = head if captured_text.is_plain(head) else captured_text.utf8_window(head, codec)
+        for name in dict.fromkeys((*first_guesses(window), *READERS)):
+            if _claims(READERS[name], path, window):
+                return READERS[name]
+        if b"\0" in window or len(head) < SNIFF_BYTES:
+            return None        # binary (a text export has no NUL once decoded), or sniffed whole
+        return _sniff_further(handle, path, codec, window)
+
+
+def _sniff_further(handle, path: Path, codec: str, window: bytes) -> Reader | None:
+    """Sniff the rest of a text file for a report that starts after its first SNIFF_BYTES."""
+    read = len(window)
+    while read < base.MAX_READ_BYTES and (chunk := handle.read(SNIFF_BYTES)):
+        read += len(chunk)
+        tail = window[-SNIFF_OVERLAP:]
+        tail = tail[tail.find(b"\n") + 1:]
+        fresh = chunk if codec == "utf-8" and captured_text.is_plain(chunk) \
+            else captured_text.utf8_window(chunk, codec)
+        window = tail + fresh
+        for name in FOUND_ANYWHERE:
+            if _claims(READERS[name], path, window):
+                return READERS[name]
     return None
 
 
@@ -99,6 +136,9 @@ def unclaimed_reason(path: Path) -> str:
     NO_READER for binary content (which is not worth a line of its own in the ingest summary)."""
     with open(path, "rb") as handle:
         head = handle.read(_KIND_BYTES)
+    codec, _ = captured_text.encoding_of(head)
+    if codec != "utf-8":
+        head = captured_text.utf8_window(head, codec)    # a UTF-16 log or note is text too
     if gzipped.is_gzip(head) or b"\0" in head:
         return NO_READER
     try:
@@ -152,15 +192,24 @@ def read(path: Path, format: str | None = None) -> ReadResult:
     return read_with(reader, path)
 
 
+# Formats that are not text: never transcoded.
+BINARY_FORMATS = ("nsys-sqlite", "ncu-rep")
+
+
 def read_with(reader: Reader, path: Path, data: bytes | None = None) -> ReadResult:
     """reader.read(path), where anything a reader did not foresee in a malformed file becomes an
     InputError naming the file: bad input never escapes as another exception. A gzip-compressed file
     is decompressed first (ingest.gzipped). data: the file's bytes where the caller read them already
     (ingest, for their hash), given to a reader that parses bytes (takes_bytes) instead of reading
     the file again."""
-    if not isinstance(reader, gzipped.Gzipped) and (gzipped.is_gzip(data[:2]) if data is not None
-                                                     else _is_gzip_file(path)):
-        reader = gzipped.Gzipped(reader)
+    if not isinstance(reader, (gzipped.Gzipped, captured_text.Transcoded)):
+        head = data[:_KIND_BYTES] if data is not None else _head_of_file(path)
+        if gzipped.is_gzip(head):
+            reader = gzipped.Gzipped(reader)
+        elif not getattr(reader, "decodes_captures", False) and reader.name not in BINARY_FORMATS \
+                and captured_text.needs_transcoding(head):
+            # a reader that parses UTF-8 bytes, given a UTF-16 (PowerShell) or BOM-prefixed capture
+            reader = captured_text.Transcoded(reader)
     try:
         if data is not None and getattr(reader, "takes_bytes", False):
             return reader.read(path, data)
@@ -174,12 +223,12 @@ def read_with(reader: Reader, path: Path, data: bytes | None = None) -> ReadResu
         raise InputError(path, f"not a readable {reader.name} export ({detail}); re-export it") from None
 
 
-def _is_gzip_file(path: Path) -> bool:
+def _head_of_file(path: Path) -> bytes:
     try:
         with open(path, "rb") as handle:
-            return gzipped.is_gzip(handle.read(2))
+            return handle.read(_KIND_BYTES)
     except OSError:
-        return False     # the reader words the error
+        return b""       # the reader words the error
 
 
 __all__ = ["READERS", "ReadResult", "Reader", "read", "read_with", "reader_named", "sniff"]

@@ -125,6 +125,9 @@ class ReadResult:
     gpu_name: str | None = None   # device name when the export carries it
     # what the export says about its GPU and session (runs columns): sm_count, compute_capability
     run_info: dict = field(default_factory=dict)
+    # rows of a table kwh reads that could not be read (one line each, naming the file and line):
+    # the rest of the file was read; the ingest report counts and prints them
+    warnings: list[str] = field(default_factory=list)
 
 
 class Reader(Protocol):

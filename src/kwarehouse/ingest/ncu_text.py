@@ -39,7 +39,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import base
+from kwarehouse.ingest import captured_text
 from kwarehouse.ingest.base import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, ReadResult
 from kwarehouse.normalize.units import to_base
 
@@ -57,6 +57,8 @@ NVTX_THREAD = re.compile(r"^    NVTX Push/Pop Stack for Thread (?P<thread>\d+):\
 NVTX_DOMAIN = re.compile(r"^      (?P<domain>\S.*?)\s*$")
 NVTX_RANGE = re.compile(r"^        <(?P<level>\d+),(?P<text>.*)>\s*$")
 TABLE_HEADER = ("Metric Name", "Metric Unit", "Metric Value")
+# A table's value as ncu prints it: one word ("1,123", "2.60", "PolicySpread") or words of letters ("no data").
+VALUE = re.compile(r"^(?:\S+|[A-Za-z/ ]+)$")
 TRUNCATED = ("file ends in the middle of {what} (truncated?); re-capture it, or, if it is still being "
              "copied, wait for the copy to finish")
 
@@ -86,43 +88,64 @@ def rule_name(section: str, description: str) -> str | None:
 class _Launch:
     fields: dict
     line: int
+    launch_id: int
     nvtx: list[tuple[str, str]] = field(default_factory=list)
     nvtx_thread: str | None = None
 
 
+# Lines that begin a line of their own, never the continuation of one a terminal wrapped.
+LINE_STARTS = re.compile(r"^(?:\[\d+\] |    Section: |    (?:OPT|INF|WRN|ERR)   |        <\d+,|    NVTX Push/Pop |"
+                         r"    -+ -|==[A-Z]+== )")
+# A launch line a terminal wrapped runs over at most this many lines.
+WRAPPED_LAUNCH_LINES = 6
+
+
 class NcuText:
     name: ClassVar[str] = "ncu-text"
+    decodes_captures: ClassVar[bool] = True    # reads UTF-16, BOM, CR-only text itself (captured_text)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         # Cheap test first (a substring search), then one launch line followed by a section.
         at = head.find(b"\n    Section: ")
         if at < 0:
             return False
-        text = head[:at].decode("utf-8", "replace")
-        return any(LAUNCH.match(line) for line in text.splitlines()[-200:])
+        lines = head[:at].decode("utf-8", "replace").splitlines()[-200:]
+        # a launch line, whole or wrapped by a terminal over the next few lines
+        return any(LAUNCH.match("".join(lines[i:i + parts])) for i in range(len(lines))
+                   for parts in range(1, WRAPPED_LAUNCH_LINES + 1) if i + parts <= len(lines))
 
     def read(self, path: Path) -> ReadResult:
-        try:
-            base.refuse_oversized(path)
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
-        # a capture kept on Windows has CRLF line ends
-        text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace").replace("\r\n", "\n")
-        del data
-        lines = text.split("\n")
-        if lines[-1] != "":
+        captured = captured_text.captured_lines(captured_text.read_text(path))
+        if captured.lines and not captured.ends_with_newline:
             # ncu ends every line it prints: a last line without its newline was cut short
-            raise InputError(path, TRUNCATED.format(what="a line"), line=len(lines))
-        return _Parser(path).parse(lines[:-1])
+            raise InputError(path, TRUNCATED.format(what="a line"), line=captured.numbers[-1])
+        best: tuple[tuple[int, int], ReadResult] | None = None
+        first_error: InputError | None = None
+        # the text as it is, and unwrapped where a terminal may have wrapped it: the one read best
+        for reading in captured_text.readings(captured, LINE_STARTS):
+            try:
+                result = _Parser(path, reading.numbers).parse(reading.lines)
+            except InputError as exc:
+                first_error = first_error or exc
+                continue
+            score = (result.launches.height, result.metrics.height + result.rules.height - len(result.warnings))
+            if best is None or score > best[0]:
+                best = (score, result)
+        if best is None:
+            raise first_error
+        return best[1]
 
 
 class _Parser:
     """One pass over the lines; anything outside the report's layout (program output, ==PROF== lines,
     warnings) is passed over."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, numbers):
         self.path = path
+        self.numbers = numbers       # the editor's line number of each line
+        self.warnings: list[InputError] = []
+        self.lost_launch = False     # a launch whose launch line could not be read: its rows are passed over
+        self.sections: set[str] = set()   # sections of the current launch
         self.process: dict = {}
         self.launches: list[_Launch] = []
         self.metrics: list[tuple] = []
@@ -137,7 +160,7 @@ class _Parser:
         self.nvtx_domain = ""
 
     def parse(self, lines: list[str]) -> ReadResult:
-        for number, line in enumerate(lines, start=1):
+        for number, line in zip(self.numbers, lines):
             self._line(number, line)
         if self.table is not None:
             raise InputError(self.path, TRUNCATED.format(what=f'the "{self.section}" table'),
@@ -146,7 +169,7 @@ class _Parser:
         if not self.launches:
             raise InputError(self.path, "no profiled kernel in this ncu text; did ncu profile any kernel?")
         self._reject_cut_last_launch()
-        launches = pl.DataFrame([self._launch_row(i, launch) for i, launch in enumerate(self.launches)],
+        launches = pl.DataFrame([self._launch_row(launch) for launch in self.launches],
                                 schema=LAUNCH_COLUMNS, orient="row")
         metrics = pl.DataFrame(self.metrics, schema=METRIC_COLUMNS, orient="row")
         rules = pl.DataFrame([rule[:-1] for rule in self.rules], schema=RULE_COLUMNS, orient="row")
@@ -154,7 +177,12 @@ class _Parser:
         return ReadResult(path=self.path, format=NcuText.name, page="text", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=bool(launches["kernel_name"].str.starts_with("_Z").any()),
-                          base_units=all(to_base(u)[1] == 1.0 for u in units))
+                          base_units=all(to_base(u)[1] == 1.0 for u in units),
+                          warnings=[str(w) for w in self.warnings])
+
+    def _launch_id(self) -> int:
+        """The current launch's ID: its place in ncu's order, counting a launch whose line was lost."""
+        return self.launches[-1].launch_id
 
     def _line(self, number: int, line: str) -> None:
         if self.table is not None:
@@ -169,11 +197,20 @@ class _Parser:
             self.process = {"process_id": int(match["pid"]), "process_name": match["name"],
                             "host_name": match["host"]}
         elif match := LAUNCH.match(line):
-            self.launches.append(_Launch(dict(match.groupdict()), number))
-            self.section, self.in_nvtx = None, False
-        elif not self.launches:
-            return                    # program output before the report
+            launch_id = self.launches[-1].launch_id + 1 + self.lost_launch if self.launches else 0
+            self.launches.append(_Launch(dict(match.groupdict()), number, launch_id))
+            self.section, self.in_nvtx, self.lost_launch, self.sections = None, False, False, set()
+        elif not self.launches or self.lost_launch:
+            return                    # program output before the report, or a launch whose line was lost
         elif match := SECTION.match(line):
+            if match["section"] in self.sections:
+                # a section twice in one launch: the next launch's line was not readable (a message
+                # written into it); its rows are left out rather than given to this launch
+                self.lost_launch = True
+                self.warnings.append(InputError(self.path, "a launch whose launch line cannot be read (left "
+                                                f"out); the section {match['section']!r} repeats here", number))
+                return
+            self.sections.add(match["section"])
             self.section, self.in_nvtx = match["section"], False
         elif DASHES.match(line) and self.section is not None and not self.rules_started():
             self.table = [m.start() for m in re.finditer(r"-+", line)]
@@ -197,7 +234,7 @@ class _Parser:
 
     def rules_started(self) -> bool:
         """A border after a section's rules separates two rules; a table comes before them."""
-        return bool(self.rules) and self.rules[-1][0] == len(self.launches) - 1 \
+        return bool(self.rules) and self.rules[-1][0] == self._launch_id() \
             and self.rules[-1][-1] == self.section
 
     def _table_line(self, number: int, line: str) -> None:
@@ -206,6 +243,15 @@ class _Parser:
             if self.table_part == 3:
                 self.table = None
             return
+        if captured_text.is_tool_message(line):
+            return            # ncu's own ==PROF== / ==WARNING== lines between two rows
+        if LAUNCH.match(line) or SECTION.match(line):
+            # the table's closing border was lost (a message written into it): the table ends here
+            self.warnings.append(InputError(self.path, f'the "{self.section}" table has no closing border',
+                                            self.table_line))
+            self.table = None
+            self._line(number, line)
+            return
         cells = tuple(line[start:end].strip() for start, end in zip(self.table, [*self.table[1:], None]))
         if self.table_part == 1:
             # another kind of table (a section this reader does not know): its rows are not metrics
@@ -213,11 +259,15 @@ class _Parser:
             return
         if not self.table_known:
             return
-        if self.table_part != 2 or not line.startswith("    ") or not line.strip():
-            raise InputError(self.path, f'a line that does not fit the "{self.section}" table; the text '
-                             "was edited or cut (re-capture it)", line=number)
+        if self.table_part != 2 or not line.startswith("    ") or not line.strip() \
+                or len(cells) != 3 or not VALUE.match(cells[2]):
+            # anything else in the value column is text written into the row
+            self.warnings.append(InputError(self.path, f'a line that does not fit the "{self.section}" table '
+                                            "(left out); the text was edited, or something else was written "
+                                            "into it", line=number))
+            return
         name, unit, value = cells
-        self.metrics.append((len(self.launches) - 1, self.section, name, unit, value))
+        self.metrics.append((self._launch_id(), self.section, name, unit, value))
 
     def _end_rule(self) -> None:
         if self.rule is None:
@@ -228,16 +278,16 @@ class _Parser:
         # one space between words, as the details CSV reader keeps (ncu's wrapping loses double spaces)
         description = re.sub(" {2,}", " ", " ".join(text))
         # the last element is the section label, for rules_started (dropped below)
-        self.rules.append((len(self.launches) - 1, section, rule_name(section or "", description), rule_type,
+        self.rules.append((self._launch_id(), section, rule_name(section or "", description), rule_type,
                            description, speedup_type, speedup, self.section))
 
-    def _launch_row(self, index: int, launch: _Launch) -> tuple:
+    def _launch_row(self, launch: _Launch) -> tuple:
         f = launch.fields
         nvtx = None
         if launch.nvtx_thread is not None:
             # in the details CSV's own layout: thread, then each open range quoted as "domain:message"
             nvtx = launch.nvtx_thread + "  " + "  ".join(f'"{d}:{t}"' for d, t in launch.nvtx) + " "
-        return (index, f["name"], self.process.get("process_id"), self.process.get("process_name"),
+        return (launch.launch_id, f["name"], self.process.get("process_id"), self.process.get("process_name"),
                 self.process.get("host_name"), int(f["context"]), int(f["stream"]),
                 int(f["device"]) if f["device"] is not None else None, f["cc"],
                 f"({f['block']})", f"({f['grid']})", nvtx, None)
@@ -248,14 +298,15 @@ class _Parser:
         rows: dict[int, list[tuple[str, str]]] = {}
         for launch_id, section, name, _, _ in self.metrics:
             rows.setdefault(launch_id, []).append((section, name))
-        last = len(self.launches) - 1
-        cc = self.launches[last].fields["cc"]
-        others = {tuple(rows.get(i, [])) for i in range(last) if self.launches[i].fields["cc"] == cc}
+        last = self.launches[-1]
+        if any((w.line or 0) >= last.line for w in self.warnings):
+            return            # rows of the last launch were left out with a warning: not a cut
+        cc = last.fields["cc"]
+        others = {tuple(rows.get(launch.launch_id, [])) for launch in self.launches[:-1] if launch.fields["cc"] == cc}
         if len(others) != 1:
             return
-        full, mine = next(iter(others)), tuple(rows.get(last, []))
+        full, mine = next(iter(others)), tuple(rows.get(last.launch_id, []))
         if len(mine) < len(full) and full[:len(mine)] == mine:
             raise InputError(self.path, f"the last launch has {len(mine)} of the {len(full)} metric rows every "
-                             "other launch has: " + TRUNCATED.format(what="its report"),
-                             line=self.launches[last].line)
+                             "other launch has: " + TRUNCATED.format(what="its report"), line=last.line)
 

@@ -204,12 +204,15 @@ def _devices(con: sqlite3.Connection, tables: _Tables) -> dict[tuple, str]:
 
 
 def _gpu_info(con: sqlite3.Connection, tables: _Tables, gpu: str | None) -> dict:
-    """sm_count and compute_capability of the run's GPU (the first TARGET_INFO_GPU row of that name)."""
+    """sm_count and compute_capability of the run's GPU (the first TARGET_INFO_GPU row of that name
+    that is not a placeholder)."""
     if "TARGET_INFO_GPU" not in tables or not {"name", "smCount", "computeMajor", "computeMinor"} <= _columns(
             tables, "TARGET_INFO_GPU"):
         return {}
-    row = con.execute("SELECT smCount, computeMajor, computeMinor FROM TARGET_INFO_GPU WHERE name = ? OR ? IS NULL "
-                      "ORDER BY id LIMIT 1", [gpu, gpu]).fetchone()
+    # nsys 2021.5 may write a placeholder row first (compute capability 0.0, no SMs) before the row
+    # that describes the GPU: a row without a compute capability describes no GPU
+    row = con.execute("SELECT smCount, computeMajor, computeMinor FROM TARGET_INFO_GPU WHERE (name = ? OR ? IS NULL) "
+                      "AND computeMajor > 0 ORDER BY id LIMIT 1", [gpu, gpu]).fetchone()
     if row is None:
         return {}
     sm_count, major, minor = row

@@ -43,7 +43,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import base
+from kwarehouse.ingest import base, captured_text
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
 TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9,
@@ -91,6 +91,8 @@ class Block:
     lines: list[int]          # file line of each row
     default_unit: str | None = None   # unit of unit-less columns (old console titles: "(nanoseconds)", "(KiB)")
     announced: bool = False           # nsys named the report (Processing/Executing/title line)
+    # rows left out because they could not be read (a warning each, if kwh reads the report)
+    warnings: list[InputError] = field(default_factory=list)
     # base column name -> (index, factor to ns or bytes), made at the first lookup (_scaled)
     scales: dict[str, tuple[int, float]] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -145,65 +147,80 @@ def _parse_line(line: str) -> list[str] | None:
         return None
 
 
-def read_text(path: Path, what: str) -> list[str]:
-    """The file's lines, refusing a file too large, not UTF-8, or cut in the middle of a line."""
-    base.refuse_oversized(path)
-    try:
-        text = path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(path, f"not UTF-8 text; expected {what}") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
-    lines = text.splitlines()
+def read_text(path: Path, what: str) -> captured_text.Captured:
+    """The file's lines as captured_text makes them (decoded by BOM or UTF-16 pattern, ANSI codes,
+    CR line ends and spliced tool messages undone), refusing a file too large, or cut in the middle
+    of a line. Bytes that are not UTF-8 are kept as surrogate escapes: a row of a report kwh reads
+    that holds any is that row's warning (result), elsewhere they do not matter."""
+    captured = captured_text.captured_lines(captured_text.read_text(path, errors="surrogateescape"))
     # nsys ends every line it writes, the last one too: a file whose last line has no newline was
     # cut short (a kernel name cut in two would otherwise be stored as a name, and the reports
     # after the cut would be silently missing).
-    if text and not text.endswith(("\n", "\r")):
-        raise InputError(path, TRUNCATED_ROW, len(lines))
-    return lines
+    if captured.lines and not captured.ends_with_newline:
+        raise InputError(path, TRUNCATED_ROW, captured.numbers[-1])
+    return captured
+
+
+def last_content(lines: list[str]) -> int:
+    """Index of the last line that is not blank (-1 when none): a row that cannot be read there is
+    where the file was cut, and the file is refused; a bad row before it is that row's warning."""
+    return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), -1)
 
 
 class NsysStatsCsv:
     name: ClassVar[str] = "nsys-stats-csv"
+    decodes_captures: ClassVar[bool] = True    # reads UTF-16, BOM, CR-only text itself (captured_text)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return csv_table_in(head.decode("utf-8", errors="replace"))
 
     def read(self, path: Path) -> ReadResult:
-        lines = read_text(path, "nsys stats --format csv output")
-        return result(path, self.name, self._blocks(path, lines), lines)
+        captured = read_text(path, "nsys stats --format csv output")
+        return result(path, self.name, self._blocks(path, captured), captured.lines)
 
-    def _blocks(self, path: Path, lines: list[str]) -> list[Block]:
+    def _blocks(self, path: Path, captured: captured_text.Captured) -> list[Block]:
         blocks: list[Block] = []
         announced: str | None = None
         current: Block | None = None
-        for number, (line, fields) in enumerate(zip(lines, _parse_lines(lines)), 1):
+        lines = captured.lines
+        last = last_content(lines)
+        for index, (line, number, fields) in enumerate(zip(lines, captured.numbers, _parse_lines(lines))):
             # both patterns start with a literal "Processing [" / "[": other lines skip the regexes
             found = line[:1] in ("P", "[") and (REPORT_LINE.match(line) or EXECUTING_LINE.match(line))
             if found:
                 announced, current = OLD_REPORTS.get(found["report"], found["report"]), None
                 continue
-            if not line.strip() or line.startswith(("SKIPPED:", "NOTICE:", "Generating ", "WARNING:", " **", "**")):
+            if not line.strip() or line.startswith(("Generating ", " **", "**")):
                 current = None
                 continue
-            if current is None:
-                report = report_of(fields) if fields and len(fields) > 2 else None
-                if report is None:
-                    continue   # other chatter between blocks
+            if captured_text.is_tool_message(line):
+                continue      # nsys's stderr between two rows (or two blocks): not a row, not an end
+            report = report_of(fields) if fields and len(fields) > 2 else None
+            if report is not None:
+                # a header: a new block, even right after the rows of another (stderr between them)
                 current = Block(announced or report, fields, [], [], announced=announced is not None)
                 blocks.append(current)
                 continue
+            if current is None:
+                continue   # other chatter between blocks
             if fields is None or len(fields) != len(current.header):
-                raise InputError(path, f"row has {len(fields or [])} fields, the {current.report} header has "
-                                 f"{len(current.header)} (truncated or edited?); re-run nsys stats", number)
+                error = InputError(path, f"row has {len(fields or [])} fields, the {current.report} header has "
+                                   f"{len(current.header)} (truncated or edited?); re-run nsys stats", number)
+                if index >= last:
+                    raise error       # the file was cut in this row
+                current.warnings.append(error)
+                continue
             current.rows.append(fields)
             current.lines.append(number)
         return blocks
 
 
 def csv_table_in(text: str) -> bool:
-    """A CSV header line of a report kwh reads within the first 200 lines."""
-    for line in text.splitlines()[:200]:
+    """A CSV header line of a report kwh reads anywhere in the text (a program's output may come
+    first). Only lines with two commas are parsed: a long log costs a substring test a line."""
+    for line in text.splitlines():
+        if line.count(",") < 2:
+            continue
         fields = _parse_line(line)
         if fields and len(fields) > 2 and report_of(fields):
             return True
@@ -250,11 +267,14 @@ class Frames:
 def result(path: Path, reader: str, blocks: list[Block], lines: list[str]) -> ReadResult:
     """The ReadResult of a capture's blocks; reports kwh has no table for are passed over."""
     frames = Frames()
+    used = []
     for block in blocks:
         if block.report not in READ_REPORTS:
             continue      # osrt_sum and the like: announced by nsys, no table in kwh
         if block.report == "cuda_api_sum" and not block.announced and not _all_cuda_api(block):
             continue      # an unannounced osrt_sum: same columns as cuda_api_sum
+        _drop_undecodable(path, block)
+        used.append(block)
         _add(path, block, frames)
     if not any((frames.summaries, frames.timelines, frames.nvtx_summaries, frames.memory_time, frames.memory_size,
                 frames.api, frames.nvtx_ranges)):
@@ -271,10 +291,28 @@ def result(path: Path, reader: str, blocks: list[Block], lines: list[str]) -> Re
         tables["api_summaries"] = _concat(frames.api)
     if frames.nvtx_ranges:
         tables["nvtx_ranges"] = _concat(frames.nvtx_ranges)
+    summaries = _concat(frames.summaries) if frames.summaries else None
+    nvtx_summaries = _concat(frames.nvtx_summaries) if frames.nvtx_summaries else None
+    warnings = sorted((w for block in used for w in block.warnings), key=lambda w: w.line or 0)
+    if warnings and not any(frame is not None and frame.height
+                            for frame in (timeline, summaries, nvtx_summaries, *tables.values())):
+        raise warnings[0]     # no row of any table could be read: nothing usable
     return ReadResult(path=path, format=reader, page="timeline" if frames.timelines else "summary", tool="nsys",
-                      timeline=timeline, summaries=_concat(frames.summaries) if frames.summaries else None,
-                      nvtx_summaries=_concat(frames.nvtx_summaries) if frames.nvtx_summaries else None,
-                      gpu_name=gpu, tables=tables)
+                      timeline=timeline, summaries=summaries, nvtx_summaries=nvtx_summaries,
+                      gpu_name=gpu, tables=tables, warnings=[str(w) for w in warnings])
+
+
+# A character decoded from a byte that is not UTF-8 (read_text keeps such bytes as surrogate escapes).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _drop_undecodable(path: Path, block: Block) -> None:
+    """Rows holding bytes that are not UTF-8 become warnings: their names cannot be stored as read."""
+    bad = [i for i, row in enumerate(block.rows) if any(_UNDECODABLE.search(cell) for cell in row)]
+    for i in reversed(bad):
+        block.warnings.append(InputError(path, f"a {block.report} row with bytes that are not UTF-8 (left out); "
+                                         "re-capture the output as UTF-8", block.lines[i]))
+        del block.rows[i], block.lines[i]
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -413,18 +451,22 @@ def _summary_by_row(path: Path, block: Block, columns: dict) -> pl.DataFrame:
     rows = []
     for i in range(len(block.rows)):
         row, out = _Row(path, block, i), {}
-        for column, how, source in fields:
-            if how == "constant":
-                out[column] = source
-            elif how in ("text", "dims"):
-                text = row.text(source)
-                out[column] = text if how == "text" else _dims_text(text)
-            else:
-                value = row.value(source, scaled=how != "percent")
-                out[column] = int(value) if how == "count" and value is not None else value
-            required = _SUMMARY_REQUIRED.get(column)
-            if required and any(out[c] is None for c in required[0]):
-                raise InputError(path, f"{block.report} {required[1]}", block.lines[i])
+        try:
+            for column, how, source in fields:
+                if how == "constant":
+                    out[column] = source
+                elif how in ("text", "dims"):
+                    text = row.text(source)
+                    out[column] = text if how == "text" else _dims_text(text)
+                else:
+                    value = row.value(source, scaled=how != "percent")
+                    out[column] = int(value) if how == "count" and value is not None else value
+                required = _SUMMARY_REQUIRED.get(column)
+                if required and any(out[c] is None for c in required[0]):
+                    raise InputError(path, f"{block.report} {required[1]}", block.lines[i])
+        except InputError as exc:
+            block.warnings.append(exc)      # this row is left out, the others are read
+            continue
         rows.append(out)
     return _frame(rows, columns)
 
@@ -433,12 +475,15 @@ def _api(path: Path, block: Block) -> pl.DataFrame:
     rows = []
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
-        calls, total, name = row.value("Num Calls"), row.value("Total Time"), row.text("Name")
-        if calls is None or total is None or name is None:
-            raise InputError(path, "cuda_api_sum row without a name, calls or total time", block.lines[i])
-        rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
-                     "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
-                     "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
+        try:
+            calls, total, name = row.value("Num Calls"), row.value("Total Time"), row.text("Name")
+            if calls is None or total is None or name is None:
+                raise InputError(path, "cuda_api_sum row without a name, calls or total time", block.lines[i])
+            rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
+                         "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
+                         "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
+        except InputError as exc:
+            block.warnings.append(exc)      # this row is left out, the others are read
     return _frame(rows, API_SUMMARY_COLUMNS)
 
 
@@ -448,23 +493,33 @@ def _memory_ops(path: Path, by_time: list[Block], by_size: list[Block]) -> pl.Da
     for block in by_time:
         for i in range(len(block.rows)):
             row = _Row(path, block, i)
-            operation = row.text("Operation") or row.text("Name")
-            if operation is None:
-                raise InputError(path, f"{block.report} row without an operation", block.lines[i])
-            entry = out.setdefault(operation, {"operation": operation})
-            entry.update(operations=row.whole("Count"), total_ns=row.value("Total Time"), avg_ns=row.value("Avg"),
-                         median_ns=row.value("Med"), min_ns=row.value("Min"), max_ns=row.value("Max"),
-                         stddev_ns=row.value("StdDev"), time_pct=row.value("Time", scaled=False))
+            try:
+                operation = row.text("Operation") or row.text("Name")
+                if operation is None:
+                    raise InputError(path, f"{block.report} row without an operation", block.lines[i])
+                values = dict(operations=row.whole("Count"), total_ns=row.value("Total Time"),
+                              avg_ns=row.value("Avg"), median_ns=row.value("Med"), min_ns=row.value("Min"),
+                              max_ns=row.value("Max"), stddev_ns=row.value("StdDev"),
+                              time_pct=row.value("Time", scaled=False))
+                out.setdefault(operation, {"operation": operation}).update(values)
+            except InputError as exc:
+                block.warnings.append(exc)      # this row is left out, the others are read
     for block in by_size:
         for i in range(len(block.rows)):
             row = _Row(path, block, i)
-            operation = row.text("Operation") or row.text("Name")
-            if operation is None:
-                raise InputError(path, f"{block.report} row without an operation", block.lines[i])
-            entry = out.setdefault(operation, {"operation": operation})
-            entry.setdefault("operations", row.whole("Count"))
-            entry.update(total_bytes=row.value("Total"), avg_bytes=row.value("Avg"), median_bytes=row.value("Med"),
-                         min_bytes=row.value("Min"), max_bytes=row.value("Max"), stddev_bytes=row.value("StdDev"))
+            try:
+                operation = row.text("Operation") or row.text("Name")
+                if operation is None:
+                    raise InputError(path, f"{block.report} row without an operation", block.lines[i])
+                count = row.whole("Count")
+                values = dict(total_bytes=row.value("Total"), avg_bytes=row.value("Avg"),
+                              median_bytes=row.value("Med"), min_bytes=row.value("Min"), max_bytes=row.value("Max"),
+                              stddev_bytes=row.value("StdDev"))
+                entry = out.setdefault(operation, {"operation": operation})
+                entry.setdefault("operations", count)
+                entry.update(values)
+            except InputError as exc:
+                block.warnings.append(exc)      # this row is left out, the others are read
     return _frame(list(out.values()), MEMORY_OP_COLUMNS)
 
 
@@ -473,29 +528,32 @@ def _nvtx_ranges(path: Path, block: Block) -> pl.DataFrame:
     projection = block.report == "nvtx_gpu_proj_trace"
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
-        if projection:
-            start, duration = row.whole("Orig Start"), row.whole("Orig Duration")
-            gpu_start, gpu_duration = row.whole("Projected Start"), row.whole("Projected Duration")
-            if gpu_start is None or gpu_duration is None:
-                raise InputError(path, "nvtx_gpu_proj_trace row without a projected start or duration",
-                                 block.lines[i])
-            end = start + duration if start is not None and duration is not None else None
-            child = None
-        else:
-            start, end, duration = row.whole("Start"), row.whole("End"), row.whole("Duration")
-            if start is None or duration is None:
-                raise InputError(path, "nvtx_pushpop_trace row without a start or duration", block.lines[i])
-            gpu_start = gpu_duration = None
-            child = row.whole("DurChild")
-        rows.append({
-            "report": block.report, "nvtx_range": row.text("Name"), "style": row.text("Style"),
-            "process_id": row.whole("PID"), "thread_id": row.whole("TID"), "range_id": row.whole("RangeId"),
-            "parent_id": row.whole("ParentId"), "level": row.whole("Lvl"), "child_count": row.whole("NumChild"),
-            "range_stack": row.text("RangeStack"), "start_ns": start, "end_ns": end, "duration_ns": duration,
-            "child_duration_ns": child, "gpu_start_ns": gpu_start,
-            "gpu_end_ns": gpu_start + gpu_duration if gpu_start is not None else None,
-            "gpu_duration_ns": gpu_duration, "gpu_op_count": row.whole("NumGPUOps"),
-        })
+        try:
+            if projection:
+                start, duration = row.whole("Orig Start"), row.whole("Orig Duration")
+                gpu_start, gpu_duration = row.whole("Projected Start"), row.whole("Projected Duration")
+                if gpu_start is None or gpu_duration is None:
+                    raise InputError(path, "nvtx_gpu_proj_trace row without a projected start or duration",
+                                     block.lines[i])
+                end = start + duration if start is not None and duration is not None else None
+                child = None
+            else:
+                start, end, duration = row.whole("Start"), row.whole("End"), row.whole("Duration")
+                if start is None or duration is None:
+                    raise InputError(path, "nvtx_pushpop_trace row without a start or duration", block.lines[i])
+                gpu_start = gpu_duration = None
+                child = row.whole("DurChild")
+            rows.append({
+                "report": block.report, "nvtx_range": row.text("Name"), "style": row.text("Style"),
+                "process_id": row.whole("PID"), "thread_id": row.whole("TID"), "range_id": row.whole("RangeId"),
+                "parent_id": row.whole("ParentId"), "level": row.whole("Lvl"), "child_count": row.whole("NumChild"),
+                "range_stack": row.text("RangeStack"), "start_ns": start, "end_ns": end, "duration_ns": duration,
+                "child_duration_ns": child, "gpu_start_ns": gpu_start,
+                "gpu_end_ns": gpu_start + gpu_duration if gpu_start is not None else None,
+                "gpu_duration_ns": gpu_duration, "gpu_op_count": row.whole("NumGPUOps"),
+            })
+        except InputError as exc:
+            block.warnings.append(exc)      # this row is left out, the others are read
     return _frame(rows, NVTX_RANGE_COLUMNS)
 
 
@@ -594,23 +652,26 @@ def _trace_by_row(path: Path, block: Block) -> pl.DataFrame:
     rows = []
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
-        start, duration = row.whole("Start"), row.whole("Duration")
-        if start is None or duration is None:
-            raise InputError(path, "cuda_gpu_trace row without Start or Duration", block.lines[i])
-        name = row.text("Name") or ""
-        grid = (row.whole("GrdX"), row.whole("GrdY"), row.whole("GrdZ"))
-        activity = "kernel" if grid[0] is not None else ("memset" if "memset" in name.lower() else "memcpy")
-        device = DEVICE.match(row.text("Device") or "")
-        shared = [s for s in (row.whole("StcSMem"), row.whole("DymSMem")) if s is not None]
-        rows.append({
-            "activity": activity, "device_id": int(device["id"]) if device else None,
-            "device_name": device["name"] if device else row.text("Device"), "context_id": row.whole("Ctx"),
-            "stream_id": row.whole("Strm"), "process_id": row.whole("Pid"), "correlation_id": row.whole("CorrId"),
-            "start_ns": start, "duration_ns": duration, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-            "block_x": row.whole("BlkX"), "block_y": row.whole("BlkY"), "block_z": row.whole("BlkZ"),
-            "registers_per_thread": row.whole("Reg/Trd"), "shared_mem_bytes": sum(shared) if shared else None,
-            "bytes": row.whole("Bytes"), "kernel_name": name, "kernel_short_name": None, "kernel_mangled": None,
-            "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
-            "framework_op_id": None, "op_dtypes": None, "op_args": None,   # not in the stats reports
-        })
+        try:
+            start, duration = row.whole("Start"), row.whole("Duration")
+            if start is None or duration is None:
+                raise InputError(path, "cuda_gpu_trace row without Start or Duration", block.lines[i])
+            name = row.text("Name") or ""
+            grid = (row.whole("GrdX"), row.whole("GrdY"), row.whole("GrdZ"))
+            activity = "kernel" if grid[0] is not None else ("memset" if "memset" in name.lower() else "memcpy")
+            device = DEVICE.match(row.text("Device") or "")
+            shared = [s for s in (row.whole("StcSMem"), row.whole("DymSMem")) if s is not None]
+            rows.append({
+                "activity": activity, "device_id": int(device["id"]) if device else None,
+                "device_name": device["name"] if device else row.text("Device"), "context_id": row.whole("Ctx"),
+                "stream_id": row.whole("Strm"), "process_id": row.whole("Pid"), "correlation_id": row.whole("CorrId"),
+                "start_ns": start, "duration_ns": duration, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+                "block_x": row.whole("BlkX"), "block_y": row.whole("BlkY"), "block_z": row.whole("BlkZ"),
+                "registers_per_thread": row.whole("Reg/Trd"), "shared_mem_bytes": sum(shared) if shared else None,
+                "bytes": row.whole("Bytes"), "kernel_name": name, "kernel_short_name": None, "kernel_mangled": None,
+                "framework_op": None, "op_shapes": None, "nvtx_path": None, "nvtx_range": None,
+                "framework_op_id": None, "op_dtypes": None, "op_args": None,   # not in the stats reports
+            })
+        except InputError as exc:
+            block.warnings.append(exc)      # this row is left out, the others are read
     return pl.DataFrame(rows, schema=TIMELINE_COLUMNS)

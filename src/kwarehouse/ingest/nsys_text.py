@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import nsys_stats_csv
+from kwarehouse.ingest import captured_text, nsys_stats_csv
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.ingest.nsys_stats_csv import Block, announced_report, report_of
 
@@ -48,10 +48,13 @@ OLD_MEMORY_TITLE = "CUDA Memory Operation Statistics"
 CHATTER = re.compile(r"^(Processing \[.*\] with \[.*\.py\]|\[\d+/\d+\] Executing '\w+' stats report|"
                      r"SKIPPED: .* does not contain |Generating CUDA \w+ ?\w* Statistics)", re.MULTILINE)
 ELLIPSES = ("\u2026", "...")
+# Lines that begin a line of their own, never the continuation of one a terminal wrapped.
+LINE_STARTS = re.compile(r"^(?:\[\d+/\d+\] |Processing \[| ?\*\* |SKIPPED: |Generating |NOTICE: )")
 
 
 class NsysText:
     name: ClassVar[str] = "nsys-text"
+    decodes_captures: ClassVar[bool] = True    # reads UTF-16, BOM, CR-only text itself (captured_text)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head.decode("utf-8", errors="replace")
@@ -65,10 +68,29 @@ class NsysText:
         return bool(CHATTER.search(text)) and not nsys_stats_csv.csv_table_in(text)
 
     def read(self, path: Path) -> ReadResult:
-        lines = nsys_stats_csv.read_text(path, "nsys stats or nsys profile --stats=true console output")
-        blocks = _Parser(path).blocks(lines)
-        _complete_cut_names(blocks)
-        return nsys_stats_csv.result(path, self.name, blocks, lines)
+        captured = nsys_stats_csv.read_text(path, "nsys stats or nsys profile --stats=true console output")
+        best: tuple[int, ReadResult] | None = None
+        first_error: InputError | None = None
+        # the text as it is, and unwrapped where a terminal may have wrapped it: the one read best
+        for reading in captured_text.readings(captured, LINE_STARTS):
+            try:
+                blocks = _Parser(path, reading.numbers).blocks(reading.lines)
+                _complete_cut_names(blocks)
+                result = nsys_stats_csv.result(path, self.name, blocks, reading.lines)
+            except InputError as exc:
+                first_error = first_error or exc
+                continue
+            score = _rows_read(result) - len(result.warnings)
+            if best is None or score > best[0]:
+                best = (score, result)
+        if best is None:
+            raise first_error
+        return best[1]
+
+
+def _rows_read(result: ReadResult) -> int:
+    frames = (result.timeline, result.summaries, result.nvtx_summaries, *result.tables.values())
+    return sum(frame.height for frame in frames if frame is not None)
 
 
 def _boxed(line: str, border: str) -> list[str]:
@@ -89,10 +111,12 @@ def _cells(line: str, spans: list[tuple[int, int]]) -> list[str]:
 
 
 class _Parser:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, numbers):
         self.path = path
+        self.numbers = numbers        # the editor's line number of each line
 
     def blocks(self, lines: list[str]) -> list[Block]:
+        self.last = nsys_stats_csv.last_content(lines)
         blocks: list[Block] = []
         announced: str | None = None
         unit: str | None = None
@@ -134,32 +158,49 @@ class _Parser:
         """Read the table's rows from line i to the blank line that ends it; the index after it."""
         while i < len(lines) and lines[i].strip():
             line = lines[i]
+            if captured_text.is_tool_message(line):
+                i += 1        # nsys's stderr between two rows: not a row, not the table's end
+                continue
             if len(line) < spans[-1][0] and len(block.header) > 1:
-                raise InputError(self.path, f'a line that does not fit the {block.report or "report"} table '
-                                 "(edited or cut?); re-capture it", i + 1)
+                error = InputError(self.path, f'a line that does not fit the {block.report or "report"} table '
+                                   "(edited or cut?); re-capture it", self.numbers[i])
+                if i >= self.last:
+                    raise error       # the file was cut in this row
+                block.warnings.append(error)
+                i += 1
+                continue
             block.rows.append(_cells(line, spans))
-            block.lines.append(i + 1)
+            block.lines.append(self.numbers[i])
             i += 1
-        if not block.rows:
+        if not block.rows and not block.warnings:
             # nsys prints SKIPPED, never an empty table: the capture was cut after the header
             raise InputError(self.path, f"the {block.report or 'report'} table has a header but no rows: file "
-                             "cut short (still being copied?); wait for the copy to finish or re-capture it", i)
+                             "cut short (still being copied?); wait for the copy to finish or re-capture it",
+                             self.numbers[i - 1])
         return i
 
 
     def _boxed_rows(self, lines: list[str], i: int, border: str, block: Block) -> int:
         """Rows of a --format table box from line i to its closing border; the index after it."""
-        while i < len(lines) and lines[i].startswith("|"):
+        while i < len(lines) and (lines[i].startswith("|") or captured_text.is_tool_message(lines[i])):
+            if not lines[i].startswith("|"):
+                i += 1        # nsys's stderr between two rows
+                continue
             if len(lines[i].rstrip()) != len(border.rstrip()):
-                raise InputError(self.path, f"a line that does not fit the {block.report or 'report'} table "
-                                 "(edited or cut?); re-capture it", i + 1)
+                error = InputError(self.path, f"a line that does not fit the {block.report or 'report'} table "
+                                   "(edited or cut?); re-capture it", self.numbers[i])
+                if i >= self.last:
+                    raise error       # the file was cut in this row
+                block.warnings.append(error)
+                i += 1
+                continue
             block.rows.append(_boxed(lines[i], border))
-            block.lines.append(i + 1)
+            block.lines.append(self.numbers[i])
             i += 1
-        if i >= len(lines) or not BORDER.match(lines[i]) or not block.rows:
+        if i >= len(lines) or not BORDER.match(lines[i]) or not (block.rows or block.warnings):
             raise InputError(self.path, f"the {block.report or 'report'} table ends without its closing border: "
                              "file cut short (still being copied?); wait for the copy to finish or re-capture it",
-                             i + 1)
+                             self.numbers[min(i, len(lines) - 1)])
         return i + 1
 
 

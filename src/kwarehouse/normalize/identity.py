@@ -57,6 +57,9 @@ LAMBDA = re.compile(
     r"|\[lambda\((?:[^()\[\]]|\([^()]*\))*\) \(instance (\d+)\)\]")  # ncu: [lambda(int) (instance 1)]
 # A namespace or class qualifier: a plain identifier directly followed by `::`. Scopes that are
 # functions (`f(int)::`) or templates (`C<T>::`) are not matched, so enclosing functions survive.
+# The PyTorch profiler's memory operations, "Memcpy DtoH (Device -> Pinned)", "Memset (Device)": the
+# "->" of the memory kinds is no template bracket, so the name is taken whole, not parsed as C++.
+MEMORY_OPERATION = re.compile(r"^(Memcpy [A-Za-z]+|Memset) \([^()]*\)$")
 QUALIFIER = re.compile(r"\b(?!const::)[A-Za-z_]\w*::")
 CALL_OPERATOR = re.compile(r"\boperator\s*\(\)")
 CONST = re.compile(r"\bconst\b")
@@ -153,6 +156,8 @@ def declaration(text: str) -> str:
 
 def kernel_signature(name: str) -> str:
     """The canonical form of a kernel name (rules in the module docstring)."""
+    if memory := MEMORY_OPERATION.match(name):
+        return _apply_rules(memory[1])
     text = ANONYMOUS_NAMESPACE.sub("", demangle(name))
     text = LAMBDA.sub(lambda m: f"lambda#{m.group(1) or m.group(2)}", text)
     text = declaration(text)
@@ -197,6 +202,8 @@ def _split_top_level(text: str) -> str:
 def kernel_base(name: str, complete: bool = True) -> str:
     """`void at::native::f<8, T>(int)` -> `at::native::f`, completed from kernel_scopes.toml
     unless `complete` is false."""
+    if memory := MEMORY_OPERATION.match(name):
+        return _apply_rules(memory[1])
     text = ANONYMOUS_NAMESPACE.sub("", demangle(name)).strip()
     qualified = _split_top_level(declaration(LAMBDA.sub("lambda", text))).strip()
     parts = [p for p in qualified.split("::") if p and not scopes().inline_namespace.fullmatch(p)]
