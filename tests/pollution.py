@@ -146,10 +146,11 @@ class Variant:
     nulls_ok: bool = False        # touched values may come back NULL without a warning (n/a, empty cells)
     # maps rows of a table to a form where a documented difference vanishes (both sides are mapped)
     allowed: Callable[[str, dict], dict] | None = None
+    detail: str = ""              # which one, where a source has several of a kind (the dropped table)
 
     @property
     def id(self) -> str:
-        return f"{self.source.label}::{self.kind}"
+        return f"{self.source.label}::{self.kind}" + (f":{self.detail}" if self.detail else "")
 
 
 # ---------------------------------------------------------------------------------------- sources
@@ -685,7 +686,7 @@ def sqlite_variants(source: Source, content: bytes, scratch: Path) -> Iterator[V
             data = edited([f"DROP TABLE {table}"])
             if data is not None:
                 yield Variant(source, "dropped-table", source.path.name, data, Damage(whole_file=True),
-                              f"table {table} dropped")
+                              f"table {table} dropped", detail=table)
     for column in ("registersPerThread", "gridZ"):
         if column in kernel_columns:
             data = edited([f"ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN {column}"])
