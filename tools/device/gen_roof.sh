@@ -1,4 +1,8 @@
-# ncu capture whose kernels run at the roof (issue 31): SOLBottleneck's ">80%" text; plus ncu's rule sources
+#!/usr/bin/env bash
+# An ncu capture whose kernels run at the roof (issue 31): SOLBottleneck prints "This workload is utilizing
+# greater than 80.0% ..." and "Compute and Memory are well-balanced ..."; and ncu's own rule sources
+# (its sections/ folder, for tools/derive_ncu_rules.py). Run on a GPU machine with ncu through the device
+# tool, as one command (the lines below, $OUT set); made tests/data/roof-ncu-h100 on 2026-11-26.
 set -x; W=/tmp/roof; mkdir -p $W; cd $W
 ncu --version > versions.txt; nvidia-smi -L >> versions.txt
 python3 -c 'import torch;print(torch.__version__,torch.cuda.get_device_name())' >> versions.txt
