@@ -271,3 +271,17 @@ def test_acceptance_nightly_is_not_blocked(tmp_path):
     assert "nightly " in result.output and "Traceback" not in result.output, result.output
     con = duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True)
     assert {"custom_cupy", "newer-ncu"} <= {m for m, in con.execute("SELECT model FROM runs").fetchall()}
+
+
+def test_the_cli_says_why_a_batch_went_run_by_run(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("a bug of the batch path")
+    monkeypatch.setattr(pipeline, "build_ncu_batch", broken)
+    result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), "ingest",
+                                       str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100")])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if line.startswith("Note: ")]
+    assert notes == [f"Note: 2 runs ({DATA / 'ncu-custom-cupy-h100/custom_cupy.raw.csv'}, "
+                     f"{DATA / 'ncu-gpt2-h100/gpt2.details.csv'}, {DATA / 'ncu-gpt2-h100/gpt2.details.mangled.csv'}, "
+                     "...) were committed one by one: building them together failed (ValueError: a bug of the "
+                     "batch path)"]
