@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def _raw_cells(path: Path) -> dict[tuple[int, str], tuple[str, str]]:
     ("launch__shared_mem_config_size", "Kbyte", 1e3),
     ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", 1.0),
     ("gpc__cycles_elapsed.avg.per_second", "Ghz", 1e9),
-    ("derived__pct_occupancy_per_shared_mem_size", "%/Kbyte", 1e3),   # as ncu --print-units base does
+    # per Kbyte is per 1,000 bytes: 1.591 %/Kbyte is 0.001591 %/byte (ncu --print-units base says 1,591)
+    ("derived__pct_occupancy_per_shared_mem_size", "%/Kbyte", 1e-3),
 ])
 def test_warehouse_value_equals_export_value_in_base_units(warehouse, metric, unit, factor):
     pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], warehouse)
@@ -78,7 +80,13 @@ def test_base_units_export_agrees_with_default_export(tmp_path):
     sql = "SELECT launch_id, metric, unit, value FROM metrics WHERE value IS NOT NULL ORDER BY ALL"
     a, b = rows(default, sql), rows(base, sql)
     assert [r[:3] for r in a] == [r[:3] for r in b]
-    for (_, metric, _, x), (_, _, _, y) in zip(a, b):
+    cells = _raw_cells(DATA / "ncu-llama-h100-variants/llama.raw.csv")
+    for (launch, metric, _, x), (_, _, _, y) in zip(a, b):
+        if re.search(r"/[KMGT]byte$", cells[(launch, metric)][0]):
+            # ncu's base-units page multiplies by a prefix in a denominator (1.591 %/Kbyte -> 1,591
+            # %/byte): a millionfold off, which kwh cannot undo from that page alone (normalize/units.py)
+            assert y == pytest.approx(x * 1e6, rel=1e-3), metric
+            continue
         # --print-units base rounds to two decimals: agree to that precision
         assert y == pytest.approx(x, rel=1e-3, abs=0.006), metric
 

@@ -239,6 +239,8 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     for path, why in report.skipped:
         if why != "no reader for this kind of file":
             click.echo(f"skipped {path}: {why}")
+    for line in report.fallbacks:
+        click.echo(f"Note: {line}", err=True)
     for line in report.failed:
         click.echo(f"Error: {line}", err=True)
     ignored = sum(1 for _, why in report.skipped if not why.startswith("already ingested"))
@@ -693,6 +695,8 @@ def nightly(warehouse: Warehouse, drop, settle):
     report = nightly_lib.nightly(warehouse, list(drop), settle_seconds=settle)
     for line in report.ingest.repairs:
         click.echo(f"Repaired: {line}", err=True)
+    for line in report.ingest.fallbacks:
+        click.echo(f"Note: {line}", err=True)
     for line in report.ingest.failed:
         click.echo(f"Error: {line}", err=True)
     click.echo(report.summary())

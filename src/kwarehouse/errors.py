@@ -64,3 +64,23 @@ class InputError(KwhError):
     def __reduce__(self):
         # Crosses process boundaries (kwh ingest --jobs) with its fields, not just its text.
         return (InputError, (self.path, self.message, self.line))
+
+
+class SchemaError(KwhError):
+    """Rows that do not fit the warehouse's schema (a NULL in a NOT NULL column, a column missing or of
+    the wrong type): a bug in kwh's reading or normalizing of some file, never the warehouse's state.
+    An ingest turns it into that file's one-line error and stores the other files."""
+
+
+def internal_error(files: str, exc: BaseException, doing: str) -> str:
+    """The one-line error for a failure kwh did not foresee while `doing` something with `files`
+    (display paths): what happened, that nothing of them was stored, and to report it.
+
+    >>> internal_error("runs/a.csv", ValueError("bad value"), "reading it")
+    'runs/a.csv: internal error while reading it (ValueError: bad value); nothing of it was stored, the other files are not affected: please report this with the file'
+    """
+    text = first_line(exc, 200)
+    what = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
+    them = "them" if ", " in files else "it"
+    return (f"{files}: internal error while {doing} ({printable(what)}); nothing of {them} was stored, the other "
+            f"files are not affected: please report this with the file")

@@ -24,8 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kwarehouse import normalize, pipeline
-from kwarehouse.errors import InputError, KwhError
+from kwarehouse import normalize, pipeline, schema
+from kwarehouse.errors import KwhError
 from kwarehouse.store import IngestedFile, StagedRun, Warehouse
 
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
@@ -67,6 +67,7 @@ class FolderResult:
     runs: list[PreparedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)   # pipeline.IngestReport.fallbacks
     redo: bool = False    # the driver must ingest this folder itself (see the module docstring)
 
 
@@ -75,7 +76,21 @@ FanOut = Callable[[list[Job], IngestContext], Iterable[FolderResult]]
 
 
 def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
-    """Read one folder, build its runs and stage their Parquet files: the work of one task."""
+    """Read one folder, build its runs and stage their Parquet files: the work of one task. A failure
+    that neither a file nor the warehouse explains (a bug of this path) sends the job back to the
+    driver, which ingests its folders itself, file by file isolated (recorded in fallbacks)."""
+    try:
+        return _prepare_folder(job, context)
+    except Exception as exc:   # noqa: BLE001 - the driver redoes the job; a warehouse's failure stops it
+        if pipeline.warehouse_fault(exc):
+            raise
+        pipeline.log.debug("a fan-out job failed; the driver ingests it", exc_info=True)
+        return FolderResult(job[0], [p for p, _ in job[1]], redo=True, fallbacks=[
+            f"{len(job[1])} file(s) of {len({str(Path(p).parent) for p, _ in job[1]})} folder(s) were read again "
+            f"by the driver: the worker's job failed ({pipeline._one_line(exc)})"])
+
+
+def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     index, files = job
     warehouse = Warehouse(context.warehouse_root)    # staging and rules only: no catalog access here
     warehouse.session_dir = Path(context.stage_dir)
@@ -94,28 +109,37 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     # rules may change between two ingests
     rules = normalize.KernelRules.load(warehouse.rules_dir)
     batch = {run_id: members for run_id, members in groups.items() if pipeline.batchable(members)}
+    prepared: dict[str, PreparedRun] = {}
     if len(batch) > 1:
+        step = "building"
         try:
             built_runs = pipeline.build_ncu_batch(list(batch.items()), rules, context.model, context.tags)
-        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
-            batch = {}
-        else:
+            step = "staging"
             staged_runs = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
+        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
+            if pipeline.warehouse_fault(exc):
+                raise
+            pipeline.fell_back(report, batch, step, exc)
+        else:
             prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
                         for s in staged_runs}
-    else:
-        batch = {}
     for run_id, members in groups.items():
-        if run_id in batch:
+        if run_id in prepared:
             result.runs.append(prepared[run_id])
             continue
-        try:
-            built = pipeline.build_run(run_id, members, {}, rules, context.model, context.tags)
-        except InputError as exc:
-            result.failed.append(str(exc))
-            continue
-        staged = warehouse.stage_run(run_id, built.model, built.gpu, built.tables)
-        result.runs.append(PreparedRun(staged, built.files, built.summary))
+
+        def stage(of_run: list[pipeline._Source], run_id=run_id) -> PreparedRun:
+            built = pipeline.build_run(run_id, of_run, {}, rules, context.model, context.tags)
+            return PreparedRun(warehouse.stage_run(run_id, built.model, built.gpu, built.tables),
+                               built.files, built.summary)
+
+        def check(member: pipeline._Source, run_id=run_id) -> None:
+            built = pipeline.build_run(run_id, [member], {}, rules, context.model, context.tags)
+            for name, table in built.tables.items():
+                schema.conform(name, table)
+        if (run := pipeline.isolated(members, stage, check, report.failed)) is not None:
+            result.runs.append(run)
+    result.failed, result.fallbacks = report.failed, report.fallbacks
     return result
 
 
@@ -142,6 +166,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
         metadata: dict = {}
         for result in fan_out(jobs, context):
             if result.redo or not seen.isdisjoint(result.shas):
+                if result.redo:   # a failed job says why (a redo for the warehouse's view says nothing)
+                    report.fallbacks.extend(result.fallbacks)
                 for run in result.runs:
                     warehouse.discard_staged(run.staged)
                 for folder in folders_of[result.index]:
@@ -155,6 +181,7 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
             seen.update(result.shas)
             report.skipped.extend(result.skipped)
             report.failed.extend(result.failed)
+            report.fallbacks.extend(result.fallbacks)
             warehouse.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
             report.runs.extend(run.summary for run in result.runs)
     return report

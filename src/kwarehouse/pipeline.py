@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -20,12 +21,14 @@ import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, runmeta, schema, store
-from kwarehouse.errors import InputError, KwhError, display_path, first_line
+from kwarehouse.errors import InputError, KwhError, SchemaError, display_path, first_line, internal_error
 from kwarehouse.ingest import gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
 from kwarehouse.store import IngestedFile, Warehouse
+
+log = logging.getLogger(__name__)
 
 # Names of files that often sit beside exports (notes, logs, tool output). Content decides what a file
 # is (a capture saved as out.txt is read); the name only says that such a file no reader claims is
@@ -67,6 +70,9 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why), not an error
     failed: list[str] = field(default_factory=list)                # one error line each
     repairs: list[str] = field(default_factory=list)
+    # runs built one by one because building them together failed, and why (one line each): the rows
+    # are the same, only slower; a clean corpus never falls back (tested)
+    fallbacks: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -256,6 +262,7 @@ def _extend(report: IngestReport, more: IngestReport) -> None:
     report.skipped.extend(more.skipped)
     report.failed.extend(more.failed)
     report.repairs.extend(more.repairs)
+    report.fallbacks.extend(more.fallbacks)
 
 
 def folder_batches(sources: Iterable[Path], report: IngestReport | None = None) -> list[list[tuple[Path, bool]]]:
@@ -304,14 +311,26 @@ def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Cal
 
 def _read_reporting(path: Path, explicit: bool, format: str | None, already, metadata: dict, seen: set[str],
                     report: IngestReport, earlier) -> _Source | None:
-    """_read_one, with a bad file's error (or an unforeseen failure) in `report` instead of raised."""
+    """_read_one, with a bad file's error (or an unforeseen failure: a reader's bug) in `report` instead
+    of raised. Only the warehouse's own failures (its catalog cannot be read) stop the ingest."""
     try:
-        return _read_one(path, explicit, format, already, metadata, seen, report, earlier)
+        source = _read_one(path, explicit, format, already, metadata, seen, report, earlier)
+        if source is not None:
+            run_key(source)   # what groups it into a run reads its launches: a failure there is this file's
+        return source
     except InputError as exc:
         report.failed.append(str(exc))
     except OSError as exc:
         report.failed.append(f"{display_path(path)}: cannot be read ({exc.strerror or exc}); "
                              "check the file and its folder")
+    except KwhError:
+        raise
+    except MemoryError:
+        report.failed.append(f"{display_path(path)}: too large to read in the memory available; nothing of it "
+                             "was stored: ingest it on a machine with more memory")
+    except Exception as exc:   # noqa: BLE001 - a reader's bug costs its file, never the others
+        log.debug("reading %s failed", path, exc_info=True)
+        report.failed.append(internal_error(display_path(path), exc, "reading it"))
     return None
 
 
@@ -409,9 +428,20 @@ def build_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: s
         except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
             raise KwhError(f"{warehouse.root}: could not write runs {', '.join(batch)} ({_one_line(exc)}); nothing "
                            "of them was committed and runs committed before them are kept") from None
-        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
-            pass
+        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
+            fell_back(report, batch, "building", exc)
     return _BuiltBatch(groups, batch, built, single if built else {**single, **batch})
+
+
+def fell_back(report: IngestReport, runs: dict[str, list[_Source]], step: str, exc: BaseException) -> None:
+    """Record that the runs of a batch go one by one because `step` them together failed: in the report
+    (one line; the CLI prints it) and, with the traceback, in the debug log. A file at fault then
+    fails alone (commit_groups narrows it down); a clean batch that falls back is a bug of the batch
+    path, which only this line shows (its rows are the same, only slower)."""
+    log.debug("%s runs %s together failed; they go one by one", step, ", ".join(runs), exc_info=exc)
+    files = sorted({display_path(m.result.path) for members in runs.values() for m in members})
+    report.fallbacks.append(f"{len(runs)} runs ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) "
+                            f"were committed one by one: {step} them together failed ({_one_line(exc)})")
 
 
 def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tags: dict[str, str],
@@ -425,7 +455,8 @@ def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tag
         except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
             raise KwhError(f"{warehouse.root}: could not write runs {', '.join(done.batch)} ({_one_line(exc)}); "
                            "nothing of them was committed and runs committed before them are kept") from None
-        except Exception:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
+        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
+            fell_back(report, done.batch, "staging", exc)
             single = {**single, **done.batch}
         else:
             try:
@@ -476,19 +507,86 @@ def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model:
         fresh = _fresh_members(run_id, members, warehouse, report)
         if not fresh:
             continue
+
+        def commit(of_run: list[_Source]) -> RunSummary:
+            return _commit(run_id, of_run, warehouse, model, tags, _supersedes(run_id, of_run))
+
+        def check(member: _Source) -> None:
+            built = build_run(run_id, [member], warehouse.read_run(run_id),
+                              normalize.KernelRules.load(warehouse.rules_dir), model, tags)
+            for name, table in built.tables.items():
+                schema.conform(name, table)
         try:
-            report.runs.append(_commit(run_id, fresh, warehouse, model, tags, _supersedes(run_id, members)))
-        except InputError as exc:
-            report.failed.append(str(exc))
+            summary = isolated(fresh, commit, check, report.failed)
         except KwhError:
             raise
         except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
             # a warehouse-side failure (disk full, catalog gone) is not one file's fault: stop here
             raise KwhError(f"{warehouse.root}: could not commit run {run_id} ({_one_line(exc)}); nothing of it "
                            "was committed and runs committed before it are kept") from None
-        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others going in
-            report.failed.append(f"{_files_of(fresh)}: could not be ingested ({_one_line(exc)}); "
-                                 "nothing of it was committed: please report this with the file")
+        if summary is not None:
+            report.runs.append(summary)
+
+
+def warehouse_fault(exc: BaseException) -> bool:
+    """Whether a failure while building or storing a run is the warehouse's (disk full, catalog gone, a
+    lock: the ingest stops) rather than the run's files' (a bad file, a reader's or normalization's bug,
+    rows that do not fit the schema: those files fail alone)."""
+    if isinstance(exc, (InputError, SchemaError)):
+        return False
+    return isinstance(exc, (KwhError, MemoryError, OSError, sa.exc.DatabaseError)) or not isinstance(exc, Exception)
+
+
+def _file_error(members: list[_Source], exc: BaseException, doing: str | None = None) -> str:
+    """The one-line error of files whose run could not be built or stored."""
+    if isinstance(exc, InputError):
+        return str(exc)
+    log.debug("building the run of %s failed", _files_of(members), exc_info=exc)
+    return internal_error(_files_of(members), exc,
+                          doing or ("building its run" if len(members) == 1 else "building their run"))
+
+
+def isolated(members: list[_Source], attempt: Callable[[list[_Source]], object],
+             check: Callable[[_Source], None], failed: list[str]):
+    """attempt(members) (build and store a run), with a failure narrowed to the files that cause it.
+
+    A run has several files (the pages of one report). When attempt fails for a reason of the files
+    (not warehouse_fault: those are raised), each file is checked alone (check raises what building it
+    alone raises); the run is then attempted again with the files that pass, and each other file gets
+    its own error line in `failed`. Returns attempt's answer, or None when nothing was stored."""
+    try:
+        return attempt(members)
+    except Exception as exc:   # noqa: BLE001 - sorted below: a warehouse's failure is raised again
+        if warehouse_fault(exc):
+            raise
+        first = exc
+    if len(members) == 1:
+        failed.append(_file_error(members, first))
+        return None
+    good, bad = [], []
+    for member in members:
+        try:
+            check(member)
+        except Exception as exc:   # noqa: BLE001 - as above
+            if warehouse_fault(exc):
+                raise
+            bad.append((member, exc))
+        else:
+            good.append(member)
+    # one line per distinct error: files that fail for one reason (their folder's manifest) say it once
+    failed.extend(dict.fromkeys(_file_error([member], exc) for member, exc in bad))
+    if not bad:
+        failed.append(_file_error(members, first, "building their run together (each alone builds)"))
+        return None
+    if not good:
+        return None
+    try:
+        return attempt(good)
+    except Exception as exc:   # noqa: BLE001 - as above
+        if warehouse_fault(exc):
+            raise
+        failed.append(_file_error(good, exc))
+        return None
 
 
 def _one_line(exc: BaseException) -> str:

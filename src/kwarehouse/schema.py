@@ -8,7 +8,7 @@ import re
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from kwarehouse.errors import KwhError
+from kwarehouse.errors import SchemaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -83,7 +83,7 @@ def conform(name: str, table: pa.Table, keep_views: bool = False) -> pa.Table:
     missing = [c for c in spec.arrow.names if c not in table.column_names]
     extra = [c for c in table.column_names if c not in spec.arrow.names]
     if missing or extra:
-        raise KwhError(f"internal: table {name} does not match warehouse/schema.sql "
+        raise SchemaError(f"internal: table {name} does not match warehouse/schema.sql "
                        f"(missing {missing}, unexpected {extra}); please report this")
     table = table.select(spec.arrow.names)
     target = spec.arrow
@@ -93,8 +93,8 @@ def conform(name: str, table: pa.Table, keep_views: bool = False) -> pa.Table:
     try:
         table = table.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise KwhError(f"internal: table {name} has a column of the wrong type: {exc}") from exc
+        raise SchemaError(f"internal: table {name} has a column of the wrong type: {exc}") from exc
     for column in spec.not_null:
         if table.column(column).null_count:
-            raise KwhError(f"internal: table {name} has NULLs in NOT NULL column {column}")
+            raise SchemaError(f"internal: table {name} has NULLs in NOT NULL column {column}")
     return table

@@ -984,8 +984,19 @@ def _write_parquet(path: Path, name: str, tables, file_schema: pa.Schema, compre
                           use_dictionary=dictionary) as writer:
         for table in tables:
             if order and not _in_order(table, order):
-                table = table.take(_cluster_indices(table, order))
+                table = _taken(table, _cluster_indices(table, order))
             writer.write_table(table, row_group_size=CLUSTERED_ROW_GROUP_ROWS if order else None)
+
+
+def _taken(table: pa.Table, indices) -> pa.Table:
+    """table.take(indices), also for string_view columns, which Arrow's take does not handle: they go
+    through plain strings and back. A batch's table comes in order but for one case: two runs of one
+    model and GPU in one batch (the corpus's two gpt2 reports), whose rows are ordered run by run."""
+    views = [f.name for f in table.schema if f.type == pa.string_view()]
+    if not views:
+        return table.take(indices)
+    plain = pa.schema([f.with_type(pa.string()) if f.name in views else f for f in table.schema])
+    return table.cast(plain).take(indices).cast(table.schema)
 
 
 def _in_order(table: pa.Table, order: tuple[str, ...]) -> bool:

@@ -77,11 +77,22 @@ def section_ids() -> dict[str, str]:
 @functools.cache
 def rule_names() -> list[tuple[str, re.Pattern, str]]:
     """(section identifier, description start, rule name), in file order (ncu_rules.csv)."""
-    return [(row["section"], re.compile(row["starts_with"]), row["rule_name"]) for row in _data("ncu_rules.csv")]
+    # case-blind: releases recase words in a message ("float (fp32)" in an ncu of the RTX 5090 sample,
+    # "float (FP32)" in 2025.3.1's SpeedOfLight_Roofline.py)
+    return [(row["section"], re.compile(row["starts_with"], re.IGNORECASE), row["rule_name"])
+            for row in _data("ncu_rules.csv")]
 
 
-def rule_name(section: str, description: str) -> str | None:
-    return next((name for s, start, name in rule_names() if s == section and start.match(description)), None)
+def rule_name(section: str, description: str) -> str:
+    """The rule that printed `description` in `section`; '' for a message no row of ncu_rules.csv knows
+    (a newer ncu's): the row is kept with its text and type, never dropped or left without a name.
+
+    >>> rule_name("SpeedOfLight", "This workload is utilizing greater than 80.0% of the available compute")
+    'SOLBottleneck'
+    >>> rule_name("SpeedOfLight", "A message of some future ncu release.")
+    ''
+    """
+    return next((name for s, start, name in rule_names() if s == section and start.match(description)), "")
 
 
 @dataclass

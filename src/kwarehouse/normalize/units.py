@@ -3,10 +3,13 @@
 ncu prefixes are decimal (a Kbyte is 1,000 bytes: launch__shared_mem_config_size 32.768 Kbyte is
 32,768 bytes in a --print-units base export of the same report). A unit is a numerator with optional
 "/denominator" parts; each part is converted on its own and unknown parts are kept as they are.
-The goal is the numbers ncu itself prints with --print-units base, so both exports of one report agree.
-ncu applies a prefix in a denominator as a multiplier too (1.591 "%/Kbyte" becomes 1,591 "%/byte" in
-the corpus's llama.raw.baseunits.csv), and so does this module. Time in a denominator is a rate and
-stays per second.
+The goal is the numbers ncu itself prints with --print-units base, so both exports of one report agree,
+with one exception: a prefix in a denominator divides (0.956 "%/Kbyte" is 0.000956 "%/byte": a thousand
+times fewer percent per byte than per kilobyte). ncu's --print-units base multiplies there instead
+(1.591 "%/Kbyte" becomes 1,591 "%/byte" in the corpus's llama.raw.baseunits.csv, a millionfold off);
+such a page prints only the base unit, so kwh cannot undo that: the default export's value is the
+right one, and it wins where both pages of a report are ingested (normalize.PAGE_PRIORITY). Time in a
+denominator is a rate and stays per second.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ def to_base(unit: str | None) -> tuple[str, float]:
     >>> to_base("Gbyte/s")
     ('byte/s', 1000000000.0)
     >>> to_base("%/Kbyte")
-    ('%/byte', 1000.0)
+    ('%/byte', 0.001)
+    >>> to_base("Kbyte/Mbyte")
+    ('byte/byte', 0.001)
     >>> to_base("inst/cycle")
     ('inst/cycle', 1.0)
     """
@@ -49,5 +54,5 @@ def to_base(unit: str | None) -> tuple[str, float]:
         else:
             den_base, den_factor = _atoms().get(denominator, (denominator, 1.0))
             parts.append(den_base)
-            factor *= den_factor   # as ncu does: see the module docstring
+            factor /= den_factor   # per Kbyte is per 1,000 bytes (not as ncu's base-units page: see above)
     return "/".join(parts), factor
