@@ -346,10 +346,10 @@ def sql(args: WarehouseArgs, query, path, fmt):
     con = _connect(args)
     if path:
         query = path.read_text(encoding="utf-8")
+    from kwarehouse.shell import Shell, cancellable
     if query:
-        _print_rows(*_run_sql(con, query), fmt or "table")
+        _print_rows(*cancellable(con, _run_sql, query), fmt or "table")   # Ctrl-C stops the query
         return
-    from kwarehouse.shell import Shell
     shell = Shell(con, _run_sql, _print_rows, fmt or "table")
     if sys.stdin.isatty():
         shell.interactive()
