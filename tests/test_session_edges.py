@@ -7,6 +7,7 @@ import os
 import pty
 import select
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -106,3 +107,19 @@ def test_ctrl_c_cancels_the_running_query_and_the_prompt_goes_on(tmp_path):
         assert b"Traceback" not in terminal.transcript and b"RuntimeError" not in terminal.transcript
     finally:
         terminal.close()
+
+
+def test_ctrl_c_stops_a_one_shot_query_without_a_traceback(tmp_path):
+    warehouse = Warehouse(tmp_path / "wh")
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    env = {**os.environ, "PYTHONPATH": str(Path(kwarehouse.__file__).parents[1])}
+    query = ENDLESS_QUERY.decode().strip().rstrip(";")
+    child = subprocess.Popen([sys.executable, "-m", "kwarehouse", "--warehouse", str(warehouse.root), "sql", query],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)                         # started, and inside the query
+    child.send_signal(signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert (child.returncode, out, err) == (1, "", "\nAborted!\n")
