@@ -123,3 +123,87 @@ def test_ctrl_c_stops_a_one_shot_query_without_a_traceback(tmp_path):
     finally:
         child.kill()
     assert (child.returncode, out, err) == (1, "", "\nAborted!\n")
+
+
+# -- archives in an ingested folder ----------------------------------------------------------------
+
+def _archives(folder: Path) -> dict[str, str]:
+    """Archives and compressed copies of real exports, made by code, by name -> the start of the
+    skip reason each must get."""
+    import bz2
+    import io
+    import lzma
+    import tarfile
+    import zipfile
+
+    import pyarrow as pa
+    export = DATA / "ncu-gpt2-h100"
+    raw = (export / "gpt2.raw.csv").read_bytes()
+    for name, mode in (("gpt2.tar.gz", "w:gz"), ("gpt2.tgz", "w:gz"), ("gpt2.tar.xz", "w:xz"),
+                       ("gpt2.tar.bz2", "w:bz2"), ("gpt2.tar", "w")):
+        with tarfile.open(folder / name, mode) as tar:
+            tar.add(export, arcname="gpt2")
+    tarred = io.BytesIO()
+    with tarfile.open(fileobj=tarred, mode="w") as tar:
+        tar.add(export, arcname="gpt2")
+    (folder / "gpt2.tar.zst").write_bytes(pa.compress(tarred.getvalue(), "zstd", asbytes=True))
+    with zipfile.ZipFile(folder / "gpt2.zip", "w") as archive:
+        for file in sorted(export.iterdir()):
+            archive.write(file, f"gpt2/{file.name}")
+    (folder / "single.raw.csv.xz").write_bytes(lzma.compress(raw))
+    (folder / "single.raw.csv.bz2").write_bytes(bz2.compress(raw))
+    return {
+        "gpt2.tar.gz": f"a gzip-compressed tar archive; kwh does not read inside archives: extract it "
+                       f"(mkdir -p {folder}/gpt2 && tar xzf {folder}/gpt2.tar.gz -C {folder}/gpt2) and ingest {folder}/gpt2",
+        "gpt2.tgz": f"a gzip-compressed tar archive; kwh does not read inside archives: extract it "
+                    f"(mkdir -p {folder}/gpt2 && tar xzf {folder}/gpt2.tgz -C {folder}/gpt2)",
+        "gpt2.tar.xz": f"an xz-compressed tar archive; kwh does not read inside archives: extract it "
+                       f"(mkdir -p {folder}/gpt2 && tar xJf {folder}/gpt2.tar.xz -C {folder}/gpt2)",
+        "gpt2.tar.bz2": "a bzip2-compressed tar archive; kwh does not read inside archives: extract it (mkdir -p ",
+        "gpt2.tar": f"a tar archive; kwh does not read inside archives: extract it (mkdir -p {folder}/gpt2 && "
+                    f"tar xf {folder}/gpt2.tar -C {folder}/gpt2)",
+        "gpt2.tar.zst": "a zstd-compressed tar archive; kwh does not read inside archives: extract it (mkdir -p ",
+        "gpt2.zip": f"a zip archive; kwh does not read inside archives: extract it (unzip {folder}/gpt2.zip -d "
+                    f"{folder}/gpt2) and ingest {folder}/gpt2",
+        "single.raw.csv.xz": f"an xz-compressed file; kwh reads gzip-compressed exports, not xz: decompress it "
+                             f"(xz -dk {folder}/single.raw.csv.xz) and ingest {folder}/single.raw.csv",
+        "single.raw.csv.bz2": "a bzip2-compressed file; kwh reads gzip-compressed exports, not bzip2: decompress it "
+                              f"(bzip2 -dk {folder}/single.raw.csv.bz2) and ingest {folder}/single.raw.csv",
+    }
+
+
+def test_archives_are_named_skips_with_the_command_that_extracts_them(tmp_path):
+    from click.testing import CliRunner
+
+    from kwarehouse.cli import main
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    expected = _archives(drop)
+    (drop / "clean").mkdir()
+    for name in ("gpt2.raw.csv", "manifest.ncu.json", "ncu_version.txt"):
+        (drop / "clean" / name).write_bytes((DATA / "ncu-gpt2-h100" / name).read_bytes())
+    warehouse = tmp_path / "wh"
+    result = CliRunner().invoke(main, ["--warehouse", str(warehouse), "ingest", str(drop)])
+    assert result.exit_code == 0, result.output
+    skipped = {line.split(": ", 1)[0].removeprefix(f"skipped {drop}/"): line.split(": ", 1)[1]
+               for line in result.output.splitlines() if line.startswith("skipped ")}
+    assert set(skipped) == set(expected), result.output
+    for name, reason in expected.items():
+        assert skipped[name].startswith(reason), (name, skipped[name])
+    assert result.output.splitlines()[-1] == (f"ingested 1 run(s), 3 kernels; 0 already ingested, "
+                                              f"{len(expected)} other file(s) ignored, 0 failed")
+    # the command in the message does what it says: then the export inside goes in
+    command = skipped["gpt2.tar.xz"].split("extract it (", 1)[1].split(") and ingest ", 1)[0]
+    subprocess.run(command, shell=True, check=True)
+    report = pipeline.ingest([drop / "gpt2"], Warehouse(warehouse))
+    assert report.failed == [] and [r.kernels for r in report.runs] == [3]
+
+
+def test_an_archive_named_on_the_command_line_is_an_error_and_no_reader_is_forced_on_it(tmp_path):
+    expected = _archives(tmp_path)
+    warehouse = Warehouse(tmp_path / "wh")
+    for name in ("gpt2.tgz", "single.raw.csv.xz"):
+        for format in (None, "ncu-raw-csv"):
+            report = pipeline.ingest([tmp_path / name], warehouse, format=format)
+            assert report.runs == [] and len(report.failed) == 1
+            assert report.failed[0].startswith(f"{tmp_path / name}: {expected[name]}")

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, runmeta, schema, store
 from kwarehouse.errors import InputError, KwhError, display_path, first_line
-from kwarehouse.ingest import gzipped, ncu_csv
+from kwarehouse.ingest import archives, gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
@@ -514,6 +514,15 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if not explicit and path.name.lower().endswith(TEMPORARY_SUFFIXES):
         report.skipped.append((display_path(path), "a temporary name (a copy still arriving?); left for the "
                                                    "ingest after it gets its final name"))
+        return None
+    # An archive (.tar.xz, .tgz, .zip, ...) is named with the command that extracts it, before any
+    # sniffer sees it: a text sniffer could claim the export inside a tar and read the tar's headers
+    # as lines of it. One named on the command line is an error (nothing of it went in).
+    archive = archives.archive_of(path)
+    if archive is not None:
+        if explicit:
+            raise InputError(path, archive.reason)
+        report.skipped.append((display_path(path), archive.reason))
         return None
     # Content decides: every file is sniffed, whatever its name. A file no reader claims is run
     # metadata (manifests, ncu_version.txt: read by runmeta), else skipped and named by kind, else
