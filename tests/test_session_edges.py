@@ -207,3 +207,140 @@ def test_an_archive_named_on_the_command_line_is_an_error_and_no_reader_is_force
             report = pipeline.ingest([tmp_path / name], warehouse, format=format)
             assert report.runs == [] and len(report.failed) == 1
             assert report.failed[0].startswith(f"{tmp_path / name}: {expected[name]}")
+
+
+# -- captures with nothing to store ----------------------------------------------------------------
+
+NCU_NOTHING_LOG = DATA / "profile-h100/custom_nothing/logs/ncu.log"   # a real ncu run that profiled nothing
+
+
+def _empty_captures(folder: Path) -> dict[str, str]:
+    """Captures of runs with no CUDA data, each a real file or derived from one by code: name -> the
+    start of its reason."""
+    import gzip
+    import json
+    import shutil
+    import sqlite3
+    folder.mkdir(parents=True)
+    shutil.copy(DATA / "bad/nsys_no_cuda.sqlite", folder)             # nsys DDL without CUDA tables
+    shutil.copy(DATA / "bad/nsys_stats_no_kernel_data.txt", folder)   # nsys stats: "does not contain CUDA kernel data"
+    # an nsys export of the A100 saxpy run with every CUDA activity row deleted
+    shutil.copy(DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite", folder / "emptied.sqlite")
+    with sqlite3.connect(folder / "emptied.sqlite") as con:
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            con.execute(f"DELETE FROM {table}")
+    con.close()
+    # the custom_cupy trace without its GPU events: what ProfilerActivity.CPU alone records
+    trace = json.loads((DATA / "torch-trace-custom_cupy/trace.json").read_text())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    (folder / "cpu_only.json").write_text(json.dumps(trace))
+    (folder / "cpu_only.json.gz").write_bytes(gzip.compress(json.dumps({**trace, "copy": 2}).encode()))
+    # ncu's own output when it profiled nothing, saved as `ncu --csv python app.py > out.csv` would
+    shutil.copy(NCU_NOTHING_LOG, folder / "out.csv")
+    return {
+        "nsys_no_cuda.sqlite": "no CUDA kernel activity in this nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)",
+        "nsys_stats_no_kernel_data.txt": "this nsys report has no CUDA kernel data",
+        "emptied.sqlite": "no CUDA activity in this nsys-sqlite export (no kernel, memory copy or memset row",
+        "cpu_only.json": "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace",
+        "cpu_only.json.gz": "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace",
+        "out.csv:4": 'ncu profiled no kernel ("==WARNING== No kernels were profiled."); if kernels were expected',
+    }
+
+
+def test_captures_with_nothing_to_store_are_recorded_once_and_never_fail_an_ingest(tmp_path):
+    from click.testing import CliRunner
+
+    from kwarehouse.cli import main
+    drop = tmp_path / "drop"
+    expected = _empty_captures(drop / "empty")
+    (drop / "clean").mkdir()
+    for name in ("gpt2.raw.csv", "manifest.ncu.json", "ncu_version.txt"):
+        (drop / "clean" / name).write_bytes((DATA / "ncu-gpt2-h100" / name).read_bytes())
+    invoke = lambda *args: CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), *args])
+    first = invoke("ingest", str(drop))
+    assert first.exit_code == 0, first.output
+    said = {line.split(": ", 1)[0].removeprefix(f"nothing to store in {drop}/empty/"): line.split(": ", 1)[1]
+            for line in first.output.splitlines() if line.startswith("nothing to store in ")}
+    assert set(said) == set(expected), first.output
+    for name, reason in expected.items():
+        assert said[name].startswith(reason) and said[name].endswith(" (recorded; later ingests skip it)"), said[name]
+    assert first.output.splitlines()[-1] == ("ingested 1 run(s), 3 kernels; 0 already ingested, 0 other file(s) "
+                                             "ignored, 0 failed; 6 with nothing to store")
+    # recorded in the catalog, with format, path and reason
+    warehouse = Warehouse(tmp_path / "wh")
+    recorded = warehouse.empty_captures()
+    assert sorted(recorded.values()) == sorted(said[name].removesuffix(" (recorded; later ingests skip it)")
+                                               for name in expected)
+    # not read again: a later ingest skips each one, as already ingested
+    again = invoke("ingest", str(drop))
+    assert again.exit_code == 0, again.output
+    skipped = [line for line in again.output.splitlines() if "(nothing to store: " in line]
+    assert len(skipped) == len(expected) and all(line.startswith(f"skipped {drop}/empty/") for line in skipped)
+    assert again.output.splitlines()[-1] == "ingested 0 run(s), 0 kernels; 7 already ingested, 0 other file(s) ignored, 0 failed"
+    # a copy elsewhere (same content) is known too; nothing was stored for any of them
+    copy = tmp_path / "elsewhere"
+    copy.mkdir()
+    (copy / "trace.json").write_bytes((drop / "empty/cpu_only.json").read_bytes())
+    report = pipeline.ingest([copy], warehouse)
+    assert report.empty == [] and report.skipped == [(str(copy / "trace.json"), "already ingested (nothing to store: "
+                                                      + recorded[pipeline.sha256_of(copy / "trace.json")] + ")")]
+    assert [r for r, in _rows(warehouse, "SELECT model FROM runs")] == ["gpt2"]
+
+
+def _rows(warehouse: Warehouse, sql: str) -> list[tuple]:
+    con = warehouse.connect()
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_nightly_passes_when_the_only_bad_files_are_captures_with_nothing_to_store(tmp_path):
+    from click.testing import CliRunner
+
+    from kwarehouse.cli import main
+    drop = tmp_path / "drop"
+    _empty_captures(drop / "empty")
+    (drop / "trace").mkdir()
+    for name in ("trace.json", "manifest.torchprof.json"):
+        (drop / "trace" / name).write_bytes((DATA / "torch-trace-custom_cupy" / name).read_bytes())
+    for night in ("first", "second"):
+        result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), "nightly", "--settle", "0", str(drop)])
+        assert result.exit_code == 0, (night, result.output)
+        assert "Error" not in result.output
+    assert result.output.splitlines()[-1] == ("nightly ok: ingested 0 run(s), 0 kernels, 0 file(s) failed; "
+                                              "rolled up 0 day(s); compacted 0 partition(s)")
+
+
+def test_ncu_saying_it_profiled_nothing_is_found_after_a_long_program_log_and_in_utf16(tmp_path):
+    log = NCU_NOTHING_LOG.read_text()
+    program_line = log.splitlines()[1] + "\n"          # the workload's own output line
+    filler = program_line * (1_600_000 // len(program_line))   # > 1 MB of program output before ncu's lines
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    (captures / "long.txt").write_text(filler + log)
+    (captures / "powershell.txt").write_bytes("\ufeff".encode("utf-16-le") + log.encode("utf-16-le"))
+    (captures / "other.txt").write_text(filler)       # the program's output alone: skipped as before
+    report = pipeline.ingest([captures], Warehouse(tmp_path / "wh"))
+    assert report.failed == [] and report.runs == []
+    lines = filler.count("\n") + 4
+    assert sorted(e.path.rsplit("/", 1)[-1] for e in report.empty) == [f"long.txt:{lines}", "powershell.txt"]
+    assert {e.format for e in report.empty} == {"ncu-log"}
+    assert [path for path, _ in report.skipped] == [str(captures / "other.txt")]
+
+
+def test_captures_with_nothing_to_store_in_parallel_ingests(tmp_path):
+    from kwarehouse import fanout
+    drop = tmp_path / "drop"
+    expected = _empty_captures(drop / "a")
+    _empty_captures(drop / "b")     # the same contents in a second folder: recorded once
+    warehouse = Warehouse(tmp_path / "wh")
+    report = pipeline.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
+    assert report.failed == []
+    assert sorted(e.path.removeprefix(f"{drop}/a/") for e in report.empty) == sorted(expected)
+    assert sorted(p.removeprefix(f"{drop}/b/") for p, why in report.skipped
+                  if why == "same content as another file in this ingest") == sorted(n.split(":")[0] for n in expected)
+    assert len(warehouse.empty_captures()) == len(expected)
+    again = pipeline.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
+    assert again.empty == [] and again.failed == []
+    assert sum(why.startswith("already ingested (nothing to store: ") for _, why in again.skipped) == 2 * len(expected)

@@ -196,7 +196,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     """Ingest profiler exports (files or folders, searched recursively).
 
     Raw and details pages of one ncu report become one run. Files already ingested (same sha256)
-    are skipped. Exit status 1 when any file failed; the others still go in.
+    are skipped, and so are archives (with the command that extracts them). Exit status 1 when any
+    file failed; the others still go in. A capture with no CUDA data (nothing to store) is not a
+    failure: it is recorded, and later ingests skip it.
 
     \b
     Example:
@@ -237,14 +239,22 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     for path, why in report.skipped:
         if why != "no reader for this kind of file":
             click.echo(f"skipped {path}: {why}")
+    _echo_empty(report)
     for line in report.failed:
         click.echo(f"Error: {line}", err=True)
     ignored = sum(1 for _, why in report.skipped if not why.startswith("already ingested"))
+    empty = f"; {len(report.empty)} with nothing to store" if report.empty else ""
     click.echo(f"ingested {len(report.runs)} run(s), {sum(r.kernels for r in report.runs)} kernels; "
                f"{sum(1 for _, w in report.skipped if w.startswith('already'))} already ingested, "
-               f"{ignored} other file(s) ignored, {len(report.failed)} failed")
+               f"{ignored} other file(s) ignored, {len(report.failed)} failed{empty}")
     if not report.ok:
         sys.exit(1)
+
+
+def _echo_empty(report) -> None:
+    """One line per capture with nothing to store (not a failure: recorded, and skipped from now on)."""
+    for capture in report.empty:
+        click.echo(f"nothing to store in {capture.path}: {capture.reason} (recorded; later ingests skip it)")
 
 
 def _print_rows(columns, rows, fmt: str) -> None:
@@ -678,8 +688,9 @@ def compact(warehouse: Warehouse):
 def nightly(warehouse: Warehouse, drop, settle):
     """The scheduled job: ingest DROP folder(s), roll up the touched days, compact; one summary line.
 
-    Exit status 1 when any file failed (the rest still goes in). See deploy/ for cron, systemd
-    and CI examples.
+    Exit status 1 when any file failed (the rest still goes in); a capture with nothing to store
+    (no CUDA data) is no failure: it is recorded and skipped from then on. See deploy/ for cron,
+    systemd and CI examples.
 
     \b
     Example:
@@ -689,6 +700,7 @@ def nightly(warehouse: Warehouse, drop, settle):
     report = nightly_lib.nightly(warehouse, list(drop), settle_seconds=settle)
     for line in report.ingest.repairs:
         click.echo(f"Repaired: {line}", err=True)
+    _echo_empty(report.ingest)
     for line in report.ingest.failed:
         click.echo(f"Error: {line}", err=True)
     click.echo(report.summary())

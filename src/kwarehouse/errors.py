@@ -64,3 +64,12 @@ class InputError(KwhError):
     def __reduce__(self):
         # Crosses process boundaries (kwh ingest --jobs) with its fields, not just its text.
         return (InputError, (self.path, self.message, self.line))
+
+
+class NothingToStore(InputError):
+    """A capture that is what it claims to be but legitimately holds no CUDA data (nsys of a CPU-only
+    run, a trace without GPU events, an ncu run that profiled no kernel): not a failure. Ingest
+    records it in the catalog with this reason, and later ingests skip it."""
+
+    def __reduce__(self):
+        return (NothingToStore, (self.path, self.message, self.line))
