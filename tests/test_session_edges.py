@@ -6,15 +6,17 @@ from __future__ import annotations
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import kwarehouse
+import pytest
 from conftest import DATA
 
+import kwarehouse
 from kwarehouse import pipeline
 from kwarehouse.store import Warehouse
 
@@ -219,7 +221,6 @@ def _empty_captures(folder: Path) -> dict[str, str]:
     start of its reason."""
     import gzip
     import json
-    import shutil
     import sqlite3
     folder.mkdir(parents=True)
     shutil.copy(DATA / "bad/nsys_no_cuda.sqlite", folder)             # nsys DDL without CUDA tables
@@ -344,3 +345,18 @@ def test_captures_with_nothing_to_store_in_parallel_ingests(tmp_path):
     again = pipeline.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
     assert again.empty == [] and again.failed == []
     assert sum(why.startswith("already ingested (nothing to store: ") for _, why in again.skipped) == 2 * len(expected)
+
+
+SEVEN_ZIP = next((shutil.which(name) for name in ("7z", "7zz", "7za") if shutil.which(name)), None)
+
+
+@pytest.mark.skipif(SEVEN_ZIP is None, reason="no 7-Zip program (Debian: apt-get install 7zip)")
+def test_a_7z_archive_is_a_named_skip(tmp_path):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    subprocess.run([SEVEN_ZIP, "a", "-bd", str(drop / "gpt2.7z"), str(DATA / "ncu-gpt2-h100")], check=True,
+                   capture_output=True)
+    report = pipeline.ingest([drop], Warehouse(tmp_path / "wh"))
+    assert report.failed == [] and report.runs == []
+    assert report.skipped == [(str(drop / "gpt2.7z"), f"a 7-Zip archive; kwh does not read inside archives: extract it "
+                                                      f"(7z x {drop}/gpt2.7z -o{drop}/gpt2) and ingest {drop}/gpt2")]
