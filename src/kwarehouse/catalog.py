@@ -23,6 +23,8 @@ from kwarehouse.errors import KwhError
 
 # 2: parquet_runs, retired_files, rollup_files, rollup_state
 # 3: warehouse_id and generation in catalog_info, ingested_files.size, write_intents
+# (empty_files came without a new version: create_or_upgrade's create_all adds it to any catalog a
+# writer opens, and an older kwh sharing the catalog loses nothing by not knowing it)
 CATALOG_VERSION = 3
 IDENTITY_FILE = "warehouse.json"
 
@@ -47,6 +49,18 @@ catalog_files = sa.Table(
     # bytes read: a later, longer file at the same path whose first `size` bytes hash to sha256
     # is the complete version of a file that was ingested while still being copied
     sa.Column("size", sa.BigInteger, nullable=True),
+)
+# Captures that legitimately hold no CUDA data (nsys of a CPU-only run, a trace without GPU events,
+# an ncu run that profiled no kernel), by content: nothing of them is stored, and later ingests skip
+# them ("already ingested (nothing to store: <reason>)") instead of failing on them every time.
+catalog_empty_files = sa.Table(
+    "empty_files", _meta,
+    sa.Column("sha256", sa.String, primary_key=True),
+    sa.Column("path", sa.String, nullable=False),             # where it was first found
+    sa.Column("format", sa.String, nullable=False),           # the reader that recognised it, or "ncu-log"
+    sa.Column("reason", sa.String, nullable=False),           # why there is nothing to store, and what to do
+    sa.Column("size", sa.BigInteger, nullable=True),
+    sa.Column("recorded_at", sa.DateTime, nullable=False),
 )
 catalog_parquet = sa.Table(
     "parquet_files", _meta,
@@ -216,3 +230,22 @@ SNAPSHOT_QUERY = sa.union_all(
     sa.select(sa.null(), sa.null(), sa.null(), sa.null(), catalog_info.c.value)
     .where(catalog_info.c.key == "generation"),
 )
+
+
+def empty_captures(con: sa.Connection) -> dict[str, str]:
+    """sha256 -> reason of every capture recorded as holding nothing to store ({} on a catalog no
+    writer of this kwh has opened yet, which has no such table)."""
+    if not sa.inspect(con).has_table(catalog_empty_files.name):
+        return {}
+    return dict(con.execute(sa.select(catalog_empty_files.c.sha256, catalog_empty_files.c.reason)).all())
+
+
+def record_empty(con: sa.Connection, captures: list[dict]) -> None:
+    """Record captures with nothing to store (dicts of the table's columns but recorded_at); one
+    recorded already, by this ingest or another, keeps its first record."""
+    shas = list(dict.fromkeys(c["sha256"] for c in captures))
+    known = set(con.execute(sa.select(catalog_empty_files.c.sha256)
+                            .where(catalog_empty_files.c.sha256.in_(shas))).scalars())
+    new = {c["sha256"]: c for c in captures if c["sha256"] not in known}
+    if new:
+        con.execute(catalog_empty_files.insert(), [{**c, "recorded_at": now()} for c in new.values()])

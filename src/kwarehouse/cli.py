@@ -196,7 +196,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     """Ingest profiler exports (files or folders, searched recursively).
 
     Raw and details pages of one ncu report become one run. Files already ingested (same sha256)
-    are skipped. Exit status 1 when any file failed; the others still go in.
+    are skipped, and so are archives (with the command that extracts them). Exit status 1 when any
+    file failed; the others still go in. A capture with no CUDA data (nothing to store) is not a
+    failure: it is recorded, and later ingests skip it.
 
     \b
     Example:
@@ -241,16 +243,24 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
             click.echo(f"skipped {path}: {why}")
     for line in report.fallbacks:
         click.echo(f"Note: {line}", err=True)
+    _echo_empty(report)
     for line in report.failed:
         click.echo(f"Error: {line}", err=True)
     ignored = sum(1 for _, why in report.skipped if not why.startswith("already ingested"))
+    empty = f"; {len(report.empty)} with nothing to store" if report.empty else ""
     click.echo(f"ingested {len(report.runs)} run(s), {sum(r.kernels for r in report.runs)} kernels; "
                f"{sum(1 for _, w in report.skipped if w.startswith('already'))} already ingested, "
-               f"{ignored} other file(s) ignored, {len(report.failed)} failed"
+               f"{ignored} other file(s) ignored, {len(report.failed)} failed{empty}"
                + (f", {warned} row(s) left out with a warning" if (warned := sum(len(r.warnings) for r in report.runs))
                   else ""))
     if not report.ok:
         sys.exit(1)
+
+
+def _echo_empty(report) -> None:
+    """One line per capture with nothing to store (not a failure: recorded, and skipped from now on)."""
+    for capture in report.empty:
+        click.echo(f"nothing to store in {capture.path}: {capture.reason} (recorded; later ingests skip it)")
 
 
 def _print_rows(columns, rows, fmt: str) -> None:
@@ -352,10 +362,10 @@ def sql(args: WarehouseArgs, query, path, fmt):
     con = _connect(args)
     if path:
         query = path.read_text(encoding="utf-8")
+    from kwarehouse.shell import Shell, cancellable
     if query:
-        _print_rows(*_run_sql(con, query), fmt or "table")
+        _print_rows(*cancellable(con, _run_sql, query), fmt or "table")   # Ctrl-C stops the query
         return
-    from kwarehouse.shell import Shell
     shell = Shell(con, _run_sql, _print_rows, fmt or "table")
     if sys.stdin.isatty():
         shell.interactive()
@@ -684,8 +694,9 @@ def compact(warehouse: Warehouse):
 def nightly(warehouse: Warehouse, drop, settle):
     """The scheduled job: ingest DROP folder(s), roll up the touched days, compact; one summary line.
 
-    Exit status 1 when any file failed (the rest still goes in). See deploy/ for cron, systemd
-    and CI examples.
+    Exit status 1 when any file failed (the rest still goes in); a capture with nothing to store
+    (no CUDA data) is no failure: it is recorded and skipped from then on. See deploy/ for cron,
+    systemd and CI examples.
 
     \b
     Example:
@@ -697,6 +708,7 @@ def nightly(warehouse: Warehouse, drop, settle):
         click.echo(f"Repaired: {line}", err=True)
     for line in report.ingest.fallbacks:
         click.echo(f"Note: {line}", err=True)
+    _echo_empty(report.ingest)
     for line in report.ingest.failed:
         click.echo(f"Error: {line}", err=True)
     click.echo(report.summary())

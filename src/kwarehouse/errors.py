@@ -84,3 +84,12 @@ def internal_error(files: str, exc: BaseException, doing: str) -> str:
     them = "them" if ", " in files else "it"
     return (f"{files}: internal error while {doing} ({printable(what)}); nothing of {them} was stored, the other "
             f"files are not affected: please report this with the file")
+
+
+class NothingToStore(InputError):
+    """A capture that is what it claims to be but legitimately holds no CUDA data (nsys of a CPU-only
+    run, a trace without GPU events, an ncu run that profiled no kernel): not a failure. Ingest
+    records it in the catalog with this reason, and later ingests skip it."""
+
+    def __reduce__(self):
+        return (NothingToStore, (self.path, self.message, self.line))

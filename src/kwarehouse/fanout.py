@@ -50,6 +50,7 @@ class IngestContext:
     ingested_paths: frozenset[str]    # where they were read from (a longer file there may replace a run)
     existing_runs: frozenset[str]
     driver_pid: int = 0               # workers stop when it is gone
+    known_empty: dict[str, str] = field(default_factory=dict)   # sha256 -> why it holds nothing to store
 
 
 @dataclass
@@ -68,6 +69,7 @@ class FolderResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)   # pipeline.IngestReport.fallbacks
+    empty: list[pipeline.EmptyCapture] = field(default_factory=list)
     redo: bool = False    # the driver must ingest this folder itself (see the module docstring)
 
 
@@ -98,9 +100,9 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     report = pipeline.IngestReport()
     seen: set[str] = set()
     groups = pipeline.read_folder([(Path(p), explicit) for p, explicit in files], context.format,
-                                  context.ingested.get, {}, seen, report)
+                                  context.ingested.get, {}, seen, report, known_empty=context.known_empty.get)
     result.shas = sorted(seen)
-    result.skipped, result.failed = report.skipped, report.failed
+    result.skipped, result.failed, result.empty = report.skipped, report.failed, report.empty
     if any(run_id in context.existing_runs for run_id in groups) or any(
             pipeline.stored_path(Path(p)) in context.ingested_paths for p in result.paths):
         result.redo = True
@@ -158,7 +160,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
         report.repairs.extend(repairs)
         context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
                                 warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
-                                frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid())
+                                frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
+                                warehouse.empty_captures())
         folders_of = _job_folders(batches)
         jobs = [(i, [(str(p), explicit) for folder in folders for p, explicit in batches[folder]])
                 for i, folders in enumerate(folders_of)]
@@ -172,7 +175,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                     warehouse.discard_staged(run.staged)
                 for folder in folders_of[result.index]:
                     groups = pipeline.read_folder(batches[folder], format, warehouse.ingested_run, metadata,
-                                                  seen, report, progress, warehouse.ingested_at_path)
+                                                  seen, report, progress, warehouse.ingested_at_path,
+                                                  context.known_empty.get)
                     pipeline.commit_groups(groups, warehouse, model, tags, report)
                 continue
             if progress:
@@ -182,8 +186,10 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
             report.skipped.extend(result.skipped)
             report.failed.extend(result.failed)
             report.fallbacks.extend(result.fallbacks)
+            report.empty.extend(result.empty)
             warehouse.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
             report.runs.extend(run.summary for run in result.runs)
+        pipeline.record_empty(warehouse, report)
     return report
 
 

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, runmeta, schema, store
-from kwarehouse.errors import InputError, KwhError, SchemaError, display_path, first_line, internal_error
-from kwarehouse.ingest import gzipped, ncu_csv
+from kwarehouse.errors import InputError, KwhError, NothingToStore, SchemaError, display_path, first_line, internal_error
+from kwarehouse.ingest import archives, empty_captures, gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
@@ -65,6 +65,22 @@ class RunSummary:
 
 
 @dataclass
+class EmptyCapture:
+    """A capture that legitimately holds no CUDA data (errors.NothingToStore): not a failure, and
+    recorded in the catalog (catalog.empty_files) so that later ingests skip it."""
+    path: str          # as messages show it
+    reason: str        # why there is nothing to store, and what to do if there should have been
+    sha256: str
+    stored_path: str   # as the catalog records source paths
+    format: str
+    size: int | None = None
+
+    def catalog_row(self) -> dict:
+        return {"sha256": self.sha256, "path": self.stored_path, "format": self.format, "reason": self.reason,
+                "size": self.size}
+
+
+@dataclass
 class IngestReport:
     runs: list[RunSummary] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (path, why), not an error
@@ -73,6 +89,7 @@ class IngestReport:
     # runs built one by one because building them together failed, and why (one line each): the rows
     # are the same, only slower; a clean corpus never falls back (tested)
     fallbacks: list[str] = field(default_factory=list)
+    empty: list[EmptyCapture] = field(default_factory=list)        # nothing to store: not an error either
 
     @property
     def ok(self) -> bool:
@@ -183,6 +200,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     def earlier(path: str) -> list[tuple[str, int, str]]:
         return warehouse.ingested_at_path(path) if warehouse.exists else []
 
+    # few, and looked up for every file: read once (a capture another ingest records meanwhile is
+    # recorded once all the same)
+    known_empty = (warehouse.empty_captures() if warehouse.exists else {}).get
+
     pending: dict[str, list[_Source]] = {}
     # Three stages overlap (COMMIT_BEHIND): this thread reads folders while one thread builds the last
     # full batch (normalize) and another stages and commits the one before it. polars, pyarrow,
@@ -222,7 +243,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-commit")
     try:
         for batch in batches:
-            groups = read_folder(batch, format, already, metadata, seen, reading, progress, earlier)
+            groups = read_folder(batch, format, already, metadata, seen, reading, progress, earlier, known_empty)
             if not groups:
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
@@ -236,6 +257,11 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
             start_commit(pending)
         settle(0)
         _extend(report, reading)
+        if report.empty:
+            if writer is None:
+                writer = warehouse.writer()
+                report.repairs.extend(writer.__enter__())
+            record_empty(warehouse, report)
         if writer is None and warehouse.has_leftovers():
             # nothing to commit, but an interrupted writer left staged files: clear them now
             writer = warehouse.writer()
@@ -263,6 +289,7 @@ def _extend(report: IngestReport, more: IngestReport) -> None:
     report.failed.extend(more.failed)
     report.repairs.extend(more.repairs)
     report.fallbacks.extend(more.fallbacks)
+    report.empty.extend(more.empty)
 
 
 def folder_batches(sources: Iterable[Path], report: IngestReport | None = None) -> list[list[tuple[Path, bool]]]:
@@ -276,8 +303,10 @@ def folder_batches(sources: Iterable[Path], report: IngestReport | None = None) 
 def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Callable[[str], str | None],
                 metadata: dict, seen: set[str], report: IngestReport,
                 progress: Callable[[Path], None] | None = None,
-                earlier: Callable[[str], list[tuple[str, int, str]]] | None = None) -> dict[str, list[_Source]]:
-    """Read one folder's files and group them into runs; failures and skips go to `report`.
+                earlier: Callable[[str], list[tuple[str, int, str]]] | None = None,
+                known_empty: Callable[[str], str | None] | None = None) -> dict[str, list[_Source]]:
+    """Read one folder's files and group them into runs; failures, skips and captures with nothing to
+    store go to `report`. known_empty(sha256): the reason recorded for a capture with nothing to store.
 
     earlier(path) lists (sha256, size, run id) of files ingested from that path before: a file that
     begins with the exact bytes of one of them is its complete version (the earlier one was ingested
@@ -286,7 +315,7 @@ def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Cal
     for path, explicit in batch:
         if progress:
             progress(path)
-        source = _read_reporting(path, explicit, format, already, metadata, seen, report, earlier)
+        source = _read_reporting(path, explicit, format, already, metadata, seen, report, earlier, known_empty)
         if source is not None:
             read.append(source)
     superseded = {s.supersedes for s in read if s.supersedes}
@@ -303,18 +332,19 @@ def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Cal
             return None if run in superseded else run
         for path, explicit in batch:
             if display_path(path) in redo:
-                source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report, None)
+                source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report, None,
+                                         known_empty)
                 if source is not None:
                     read.append(source)
     return group_runs(read)
 
 
 def _read_reporting(path: Path, explicit: bool, format: str | None, already, metadata: dict, seen: set[str],
-                    report: IngestReport, earlier) -> _Source | None:
+                    report: IngestReport, earlier, known_empty=None) -> _Source | None:
     """_read_one, with a bad file's error (or an unforeseen failure: a reader's bug) in `report` instead
     of raised. Only the warehouse's own failures (its catalog cannot be read) stop the ingest."""
     try:
-        source = _read_one(path, explicit, format, already, metadata, seen, report, earlier)
+        source = _read_one(path, explicit, format, already, metadata, seen, report, earlier, known_empty)
         if source is not None:
             run_key(source)   # what groups it into a run reads its launches: a failure there is this file's
         return source
@@ -600,9 +630,11 @@ def _files_of(members: list[_Source]) -> str:
 
 
 def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[[str], str | None],
-              metadata: dict, seen: set[str], report: IngestReport, earlier=None) -> _Source | None:
-    """Read one file, or None (with the reason in `report.skipped`) when it is not to be ingested.
-    already(sha256) names the run a file with that content went into, if any."""
+              metadata: dict, seen: set[str], report: IngestReport, earlier=None,
+              known_empty: Callable[[str], str | None] | None = None) -> _Source | None:
+    """Read one file, or None (with the reason in `report.skipped`, or `report.empty` for a capture
+    with nothing to store) when it is not to be ingested. already(sha256) names the run a file with
+    that content went into, if any; known_empty(sha256) the reason recorded for an empty capture."""
     if path.is_symlink() and not path.exists():
         raise InputError(path, "broken symbolic link; point it at an export or remove it")
     if not path.is_file():
@@ -613,6 +645,15 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if not explicit and path.name.lower().endswith(TEMPORARY_SUFFIXES):
         report.skipped.append((display_path(path), "a temporary name (a copy still arriving?); left for the "
                                                    "ingest after it gets its final name"))
+        return None
+    # An archive (.tar.xz, .tgz, .zip, ...) is named with the command that extracts it, before any
+    # sniffer sees it: a text sniffer could claim the export inside a tar and read the tar's headers
+    # as lines of it. One named on the command line is an error (nothing of it went in).
+    archive = archives.archive_of(path)
+    if archive is not None:
+        if explicit:
+            raise InputError(path, archive.reason)
+        report.skipped.append((display_path(path), archive.reason))
         return None
     # Content decides: every file is sniffed, whatever its name. A file no reader claims is run
     # metadata (manifests, ncu_version.txt: read by runmeta), else skipped and named by kind, else
@@ -630,6 +671,11 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if reader is None:
         if run_metadata:
             return None
+        line = empty_captures.ncu_profiled_nothing(path)
+        if line is not None:   # ncu's output with no report in it: it profiled nothing
+            nothing = NothingToStore(path, empty_captures.NCU_NOTHING_PROFILED_REASON, line=line or None)
+            _nothing_to_store(path, sha256_of(path), "ncu-log", nothing, seen, report, known_empty)
+            return None
         if explicit or path.suffix.lower() in EXPORT_SUFFIXES:
             raise readers.unrecognised(path)
         report.skipped.append((display_path(path), readers.unclaimed_reason(path)))
@@ -644,9 +690,18 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
     if run_id is not None:
         report.skipped.append((display_path(path), f"already ingested (run {run_id})"))
         return None
+    if known_empty is not None and (reason := known_empty(sha)) is not None:
+        report.skipped.append((display_path(path), f"already ingested (nothing to store: {reason})"))
+        return None
     supersedes = _partial_copy_of(path, before[0], earlier(stored_path(path))) if earlier else None
     folder = path.parent.absolute()
-    result = readers.read_with(reader, path, data)
+    try:
+        result = readers.read_with(reader, path, data)
+        if empty_captures.holds_nothing(result):
+            raise NothingToStore(path, empty_captures.no_rows_reason(result))
+    except NothingToStore as nothing:
+        _nothing_to_store(path, sha, reader.name, nothing, seen, report, known_empty, before[0])
+        return None
     del data
     if result.gpu_name:
         result.gpu_name = check_name("gpu", result.gpu_name, path)
@@ -664,6 +719,28 @@ def _read_one(path: Path, explicit: bool, format: str | None, already: Callable[
         raise InputError(path, f"its run manifest is unusable: {meta}")
     seen.add(sha)   # only now: a copy of this file beside a usable manifest must still go in
     return _Source(result, sha, meta, folder, before[0], supersedes)
+
+
+def _nothing_to_store(path: Path, sha: str, format: str, nothing: NothingToStore, seen: set[str],
+                      report: IngestReport, known_empty, size: int | None = None) -> None:
+    """Report a capture with nothing to store (recorded in the catalog at the end of the ingest), or
+    skip it when its content was met before."""
+    if sha in seen:
+        report.skipped.append((display_path(path), "same content as another file in this ingest"))
+        return
+    if known_empty is not None and (reason := known_empty(sha)) is not None:
+        report.skipped.append((display_path(path), f"already ingested (nothing to store: {reason})"))
+        return
+    seen.add(sha)
+    where = nothing.path if nothing.line is None else f"{nothing.path}:{nothing.line}"
+    report.empty.append(EmptyCapture(where, nothing.message, sha, stored_path(path), format,
+                                     size if size is not None else path.stat().st_size))
+
+
+def record_empty(warehouse: Warehouse, report: IngestReport) -> None:
+    """Record the captures with nothing to store that `report` found (under the writer lock)."""
+    if report.empty:
+        warehouse.record_empty([capture.catalog_row() for capture in report.empty])
 
 
 def _bytes_for(reader, path: Path, size: int) -> bytes | None:

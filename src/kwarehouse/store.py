@@ -318,6 +318,19 @@ class Warehouse:
             return con.execute(sa.select(catalog_files.c.run_id)
                                .where(catalog_files.c.sha256 == sha256)).scalar()
 
+    def empty_captures(self) -> dict[str, str]:
+        """sha256 -> reason of the captures recorded as holding nothing to store (catalog.empty_files)."""
+        with self._read() as con:
+            return catalog.empty_captures(con)
+
+    def record_empty(self, captures: list[dict]) -> None:
+        """Record captures with nothing to store (see catalog.record_empty); under the writer lock."""
+        try:
+            with self.engine.begin() as con:
+                catalog.record_empty(con, captures)
+        except sa.exc.DatabaseError as exc:
+            raise _database_error(self.catalog_name, exc) from None
+
     def ingested_files(self) -> dict[str, str]:
         """sha256 -> run id of every file ingested so far."""
         with self._read() as con:

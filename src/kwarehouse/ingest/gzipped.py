@@ -105,6 +105,6 @@ def chunks(source: Path):
 
 def _renamed(exc: KwhError, plain: Path, path: Path) -> KwhError:
     """The inner reader's error, naming the .gz file instead of the temporary copy."""
-    if isinstance(exc, InputError):
-        return InputError(path, exc.message.replace(str(plain), str(path)), line=exc.line)
+    if isinstance(exc, InputError):   # NothingToStore stays what it is: a compressed empty capture is one too
+        return type(exc)(path, exc.message.replace(str(plain), str(path)), line=exc.line)
     return type(exc)(str(exc).replace(str(plain), str(path)))

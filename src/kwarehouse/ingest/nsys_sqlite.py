@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import polars as pl
 
-from kwarehouse.errors import InputError
+from kwarehouse.errors import InputError, NothingToStore
 from kwarehouse.ingest import base
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import nvtx
@@ -138,7 +138,7 @@ class NsysSqlite:
     def _read(self, path: Path, con: sqlite3.Connection, names: set[str] | None = None) -> ReadResult:
         tables = _Tables(con, names)
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
-            raise InputError(path, "no CUDA kernel activity in this nsys export (no CUPTI_ACTIVITY_KIND_KERNEL "
+            raise NothingToStore(path, "no CUDA kernel activity in this nsys export (no CUPTI_ACTIVITY_KIND_KERNEL "
                              "table); profile with nsys profile --trace=cuda")
         devices = _devices(con, tables)
         columns = _activities(con, tables)

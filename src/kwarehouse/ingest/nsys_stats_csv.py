@@ -42,7 +42,7 @@ from typing import ClassVar
 
 import polars as pl
 
-from kwarehouse.errors import InputError
+from kwarehouse.errors import InputError, NothingToStore
 from kwarehouse.ingest import base, captured_text
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
@@ -279,7 +279,7 @@ def result(path: Path, reader: str, blocks: list[Block], lines: list[str]) -> Re
     if not any((frames.summaries, frames.timelines, frames.nvtx_summaries, frames.memory_time, frames.memory_size,
                 frames.api, frames.nvtx_ranges)):
         if any(SKIPPED_KERNELS.match(line) for line in lines):
-            raise InputError(path, NO_KERNEL_DATA)
+            raise NothingToStore(path, NO_KERNEL_DATA)   # nsys said so: not a failure
         raise InputError(path, "no nsys stats report table kwh reads found; expected nsys stats output of "
                          + ", ".join(READ_REPORTS))
     timeline = _concat(frames.timelines) if frames.timelines else None

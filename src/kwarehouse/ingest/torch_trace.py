@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import msgspec
 import polars as pl
 
-from kwarehouse.errors import InputError
+from kwarehouse.errors import InputError, NothingToStore
 from kwarehouse.ingest import base
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 
@@ -68,7 +68,7 @@ class TorchTrace:
                                  "Wait for the copy to finish, or export it again") from None
             return self._read_whole(path)
         if timeline.height == 0:
-            raise InputError(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
+            raise NothingToStore(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
                              "profiler run with ProfilerActivity.CUDA?")
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
                           gpu_name=base.most_used(timeline["device_name"].to_list()))
@@ -125,7 +125,7 @@ class TorchTrace:
                 "op_dtypes": _op_list(op, "Input type"), "op_args": _op_list(op, "Concrete Inputs"),
             })
         if not rows:
-            raise InputError(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
+            raise NothingToStore(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
                              "profiler run with ProfilerActivity.CUDA?")
         timeline = (pl.DataFrame(rows, schema={"_order": pl.Int64, **TIMELINE_COLUMNS})
                     .sort("start_ns", "_order").drop("_order"))
