@@ -214,6 +214,12 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _us(ns: float | None) -> float | None:
+    """ns as us to 0.1, or None: an export without durations (an ncu --metrics list, a single-section
+    page) leaves GPU times unknown, and the report shows them blank."""
+    return None if ns is None else round(ns / 1e3, 1)
+
+
 def _section(title: str, how: str, content: str) -> str:
     return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
 
@@ -249,6 +255,8 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                     "100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
                     f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time t WHERE {TIMED} "
                     "GROUP BY kernel_id, library ORDER BY ns DESC LIMIT 15")
+        # kernels of exports without durations have no GPU time to draw: kernel_time says so as NULL
+        popular = [r for r in popular if r[2] is not None]
         if popular:
             labels = _unique_labels([(r[0], r[5]) for r in popular])
             colors = {f"{label} [{r[3]}]": _color(r[1], libraries) for label, r in zip(labels, popular)}
@@ -398,7 +406,7 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             "and without op shapes (it would sit at its epilogue's ~0 FLOP/s); 'no FLOP count': ncu collected "
             "no FLOP counters. Kernels that do no floating-point work are left out.",
             _table(["kernel", "library", "why", "launches", "ncu time (us)"],
-                   [(r[0], r[1], r[2], r[3], round(r[4] / 1e3, 1)) for r in unplaced])))
+                   [(r[0], r[1], r[2], r[3], _us(r[4])) for r in unplaced])))
     return sections
 
 
