@@ -309,10 +309,11 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                                  STALL_PALETTE)))
         bottlenecks = q("SELECT kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
                         "round(sum(duration_ns) / 1e3, 1), round(avg(sm_pct), 1), round(avg(memory_pct), 1), "
-                        "arg_max(seed_class, duration_ns), arg_max(ncu_verdict, duration_ns), "
-                        "bool_and(agrees_with_ncu), arg_max(decided_by, duration_ns), arg_max(fix, duration_ns) "
+                        "arg_max(seed_class, coalesce(duration_ns, -1)), arg_max(ncu_verdict, coalesce(duration_ns, -1)), "
+                        "bool_and(agrees_with_ncu), arg_max(decided_by, coalesce(duration_ns, -1)), "
+                        "arg_max(fix, coalesce(duration_ns, -1)) "
                         "FROM bottleneck_class WHERE {where} GROUP BY kernel_base, library, bottleneck, limiting_unit "
-                        "ORDER BY 6 DESC LIMIT 25")
+                        "ORDER BY 6 DESC NULLS LAST, 1 LIMIT 25")
         if bottlenecks:
             sections.append(_section("Bottleneck class", "per kernel and class, with the unit that limits it, ncu's own "
                                      "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
