@@ -271,7 +271,9 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
                             ' % < ', CAST(j.low_occupancy_pct AS VARCHAR))
             ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
                         ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM: warps stalled, issue slots idle ',
-                        CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' % (see warp_stalls)')
+                        -- issue activity is in the SchedulerStats section, which a short section list leaves out
+                        CASE WHEN j.issue_idle_pct IS NULL THEN 'not measured (no SchedulerStats section)'
+                             ELSE concat(CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' %') END, ' (see warp_stalls)')
        END AS decided_by,
        coalesce(f_unit_stack.fix, f_unit.fix, f_stack.fix, f_any.fix) AS fix, j.missing_data, rf.framework,
        j.duration_ns, j.real_duration_ns, j.duration_basis, j.sm_pct, j.dram_pct, j.mem_pct, j.memory_pct,
