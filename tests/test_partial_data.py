@@ -11,6 +11,7 @@ LaunchStats section (no waves per SM). The slow variant adds ../shared's corpus 
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -66,9 +67,10 @@ def partial_exports(root: Path) -> dict[str, Path]:
     out["one-section-gpt2"] = root / "one-section-gpt2"
     _copy_sections(DATA / "ncu-gpt2-h100" / "gpt2.details.csv", root / "one-section-gpt2" / "occupancy.details.csv",
                    {"Occupancy"})
-    out["no-launchstats-cupy"] = root / "no-launchstats-cupy"
-    _copy_columns(DATA / "ncu-custom-cupy-h100" / "custom_cupy.raw.csv",
-                  root / "no-launchstats-cupy" / "custom_cupy.raw.csv", lambda c: not c.startswith("launch__"))
+    # llama's embedding gather (5.5 us, SOL < 60 %) is judged on its waves per SM (0.97: grid-too-small)
+    out["no-launchstats-llama"] = root / "no-launchstats-llama"
+    _copy_columns(DATA / "ncu-llama-h100-variants" / "llama.raw.csv", root / "no-launchstats-llama" / "llama.raw.csv",
+                  lambda c: not c.startswith("launch__"))
     return out
 
 
@@ -114,24 +116,132 @@ def invoke(warehouse: Warehouse, *args: str):
     return result
 
 
-def answers_everything(warehouse: Warehouse, tmp_path: Path) -> None:
-    """Every view, summary, kernels, report, rollup and a diff between runs of different sources."""
+def answers_everything(warehouse: Warehouse, tmp_path: Path, report_models: list[str]) -> dict[str, str]:
+    """Every view, summary, kernels, the report (whole, and for each of report_models) and rollup, each
+    run once; their outputs by command."""
     con = warehouse.connect()
     try:
         for name in views_lib.all_views():
             con.execute(f'SELECT * FROM "{name}"').fetchall()
     finally:
         con.close()
-    invoke(warehouse, "summary")
-    invoke(warehouse, "kernels", "--limit", "200")
-    invoke(warehouse, "kernels", "--unclassified")
-    for model in [m for m, in rows(warehouse, "SELECT DISTINCT model FROM runs ORDER BY 1")]:
-        invoke(warehouse, "report", "-o", str(tmp_path / f"{model}.html"), "--model", model)
-    invoke(warehouse, "report", "-o", str(tmp_path / "all.html"))
-    invoke(warehouse, "rollup")
-    invoke(warehouse, "rollup", "--full")
+    out = {"summary": invoke(warehouse, "--wide", "summary", "--top", "200").output,
+           "kernels": invoke(warehouse, "--wide", "kernels", "--limit", "500").output,
+           "unclassified": invoke(warehouse, "kernels", "--unclassified").output,
+           "report": invoke(warehouse, "report", "-o", str(tmp_path / "all.html")).output,
+           "rollup": invoke(warehouse, "rollup", "--full").output}
+    for model in report_models:
+        out[f"report {model}"] = invoke(warehouse, "report", "-o", str(tmp_path / f"{model}.html"), "--model", model).output
+    return out
 
 
-def test_every_answer_over_every_export(mixed, tmp_path):
+@pytest.fixture(scope="module")
+def answers(mixed, tmp_path_factory) -> dict[str, str]:
     warehouse, _ = mixed
-    answers_everything(warehouse, tmp_path)
+    # the report of one model alone too: a model whose every kernel lacks a duration once crashed it
+    return answers_everything(warehouse, tmp_path_factory.mktemp("answers"), ["metrics-list-cupy"])
+
+
+def test_every_answer_over_every_export(answers):
+    assert answers["report"].startswith("wrote ") and answers["report metrics-list-cupy"].startswith("wrote ")
+    assert answers["rollup"].startswith("rolled up ")
+
+
+def test_partial_data_says_not_enough_data(mixed, answers):
+    """A verdict without its metrics names what is missing, in the view, in kwh summary's and kwh kernels'
+    verdict column and in the report; never a class with blank numbers."""
+    warehouse, partial = mixed
+    verdicts = dict(rows(warehouse, "SELECT model, list(DISTINCT decided_by) FROM bottleneck_class "
+                                    "WHERE list_contains(?, model) GROUP BY model", [list(partial)]))
+    missing = {"metrics-list-gpt2": "no duration", "metrics-list-cupy": "no duration",
+               "one-section-gpt2": "no duration", "no-launchstats-llama": "no waves per SM"}
+    for model, what in missing.items():
+        assert any(v.startswith(f"not enough data: {what}") for v in verdicts[model]), (model, verdicts[model])
+    for model in ("metrics-list-gpt2", "metrics-list-cupy", "one-section-gpt2"):
+        assert verdicts[model] and all(v.startswith("not enough data: ") for v in verdicts[model]), verdicts[model]
+    # no verdict anywhere rests on a blank number ("memory  % < 60 with  waves per SM")
+    assert rows(warehouse, "SELECT decided_by FROM bottleneck_class WHERE decided_by LIKE '%  %' "
+                           "OR decided_by LIKE '% with  %' OR decided_by IS NULL") == []
+    assert rows(warehouse, "SELECT count(*) FROM bottleneck_class WHERE bottleneck = 'not enough data' "
+                           "AND (missing_data IS NULL OR fix NOT LIKE 'profile again%' OR limiting_unit IS NOT NULL)") == [(0,)]
+    # kwh kernels and kwh summary give each kernel identity the verdict of its longest launch, here the
+    # RTX 5090 GEMM that only the single-page public sample holds
+    assert "not enough data: no waves per SM" in answers["kernels"]
+    assert "not enough data: no waves per SM" in answers["summary"]
+
+
+def test_fixes_only_for_the_stack_the_run_used(mixed):
+    """No torch.compile, cudnn.benchmark or other PyTorch knob for a run whose stack is not PyTorch
+    (the CUDA C vector add, the CuPy programs, the MPI saxpy), and the PyTorch runs still get theirs."""
+    warehouse, _ = mixed
+    stacks = dict(rows(warehouse, "SELECT model, min(framework) FROM run_framework GROUP BY model"))
+    assert stacks["gpt2"] == stacks["compiled_mlp"] == stacks["text-nsys-vllm-truncated"] == "PyTorch"
+    # the PyTorch profiler traced the CuPy workload: its trace is no evidence of PyTorch
+    assert stacks["custom_cupy"] is None and stacks["ncu-cupy-h100-stdout"] == "CuPy"
+    assert stacks["ncu-gtx1080-raw"] is None and stacks["nsys-sqlite-a100"] is None
+    torch_knobs = "(torch|cudnn[.]benchmark)"
+    leaks = rows(warehouse, "SELECT DISTINCT model, fix FROM bottleneck_class WHERE coalesce(framework, '') <> 'PyTorch' "
+                            "AND regexp_matches(fix, ?)", [torch_knobs])
+    assert leaks == []
+    signals = rows(warehouse, "SELECT signal, model_list, framework, fix FROM design_signals")
+    assert [s for s in signals if s[2] != "PyTorch" and re.search(torch_knobs, s[3])] == []
+    signals = {models: fix for signal, models, _, fix in signals if signal.startswith("launch-bound")}
+    assert "torch.compile" not in signals["nsys-sqlite-a100"] and "CUDA Graph" in signals["nsys-sqlite-a100"]
+    assert "torch.compile" in signals["gpt2"]
+    assert rows(warehouse, "SELECT DISTINCT fix LIKE '%torch.compile%' FROM bottleneck_class "
+                           "WHERE model = 'gpt2' AND bottleneck = 'launch-overhead'") == [(True,)]
+    assert rows(warehouse, "SELECT DISTINCT fix LIKE '%cupy.fuse%' FROM bottleneck_class "
+                           "WHERE model = 'ncu-cupy-h100-stdout' AND bottleneck = 'launch-overhead'") in ([(True,)], [])
+
+
+def test_rollups_cover_every_source_with_a_date(mixed, answers):
+    """nsys runs get the day their export records; nsys, torch and ncu runs are all rolled up, each
+    tool on its own rows (replay and timeline time are never added)."""
+    warehouse, _ = mixed     # answers ran kwh rollup --full
+    assert dict(rows(warehouse, "SELECT model, CAST(run_date AS VARCHAR) FROM runs WHERE tool = 'nsys' AND run_date IS NOT NULL")) == {
+        "nsys-sqlite-a100": "2023-06-26", "nsys-sqlite-rtx3090": "2025-10-04", "nsys-sqlite-2026-ddl": "2025-10-04"}
+    tools = {t for t, in rows(warehouse, "SELECT DISTINCT tool FROM rollup_kernels_daily")}
+    assert tools == {"ncu", "nsys", "torch"}
+    # the A100 MPI saxpy on its capture day, with its real (timeline) time
+    assert rows(warehouse, "SELECT kernel_base, launches, total_ns FROM rollup_kernels_daily "
+                           "WHERE day = DATE '2023-06-26'") == rows(
+        warehouse, "SELECT min(kernel_base), count(*), CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches l "
+                   "JOIN runs r USING (run_id) WHERE r.model = 'nsys-sqlite-a100' AND activity = 'kernel' GROUP BY kernel_id")
+    # an nsys stats export (kernel summary only) is rolled up from its summary
+    assert rows(warehouse, "SELECT count(*) > 0 FROM rollup_kernels_daily WHERE model = 'nsys-stats-rtx5090'") == [(True,)]
+    # each tool's library shares add up to 100 on their own
+    for (total,) in rows(warehouse, "SELECT sum(time_pct) FROM rollup_libraries_daily GROUP BY day, model, gpu, tool "
+                                    "HAVING sum(total_ns) > 0"):
+        assert total == pytest.approx(100.0)
+    # every ncu identity's time is in exactly one of the nine classes, 'not enough data' included
+    for (total,) in rows(warehouse, "SELECT coalesce(compute_bound_pct, 0) + coalesce(memory_bound_pct, 0) "
+                                    "+ coalesce(cache_inefficient_pct, 0) + coalesce(latency_bound_pct, 0) "
+                                    "+ coalesce(launch_overhead_pct, 0) + coalesce(mixed_pct, 0) "
+                                    "+ coalesce(occupancy_limited_pct, 0) + coalesce(grid_too_small_pct, 0) "
+                                    "+ coalesce(not_enough_data_pct, 0) FROM rollup_kernels_daily "
+                                    "WHERE tool = 'ncu' AND total_ns > 0"):
+        assert total == pytest.approx(100.0)
+
+
+def test_diff_between_sources(mixed):
+    """kwh diff of an ncu run against a trace of the same model compares with a note; an export without
+    durations never reads 'unchanged'."""
+    warehouse, _ = mixed
+    result = invoke(warehouse, "diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch")
+    assert "Note: the baseline is ncu replay time and the candidate timeline time" in result.output
+    result = invoke(warehouse, "diff", "--all", "--csv", "model=metrics-list-cupy", "model=custom_cupy,tool=torch")
+    changes = {line.split(",")[1]: line.split(",")[4] for line in result.output.splitlines()[1:] if line.count(",") > 5}
+    assert changes["saxpy"] == "no duration on a side"
+    invoke(warehouse, "diff", "model=nsys-stats-rtx5090", "model=nsys-sqlite-a100")
+    invoke(warehouse, "diff", "model=ncu-gtx1080-raw", "model=text-nsys-a100-vectoradd")
+
+
+@pytest.mark.slow
+def test_every_answer_over_every_export_at_hand(tmp_path):
+    """The same over ../shared as well: the corpus tarballs extracted, and the public samples."""
+    if not (SHARED / "corpus").is_dir():
+        pytest.skip("../shared/corpus not present")
+    sources = data_sources() + list(partial_exports(tmp_path / "partial").values()) + shared_sources(tmp_path / "shared")
+    warehouse = build(tmp_path, sources)
+    answers_everything(warehouse, tmp_path, [m for m, in rows(warehouse, "SELECT DISTINCT model FROM runs ORDER BY 1")])
+    invoke(warehouse, "diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch")

@@ -470,7 +470,10 @@ def _trends(q) -> list[str]:
              "DESC LIMIT 6) GROUP BY 1, 2")
     series: dict[str, list] = {}
     for name, day, seconds in rows:
-        series.setdefault(name, []).append((day, seconds))
+        if seconds is not None:     # runs of exports without durations have no time to draw
+            series.setdefault(name, []).append((day, seconds))
+    if not series:
+        return []
     out = [_section("Trend of the top kernels", "GPU time per run of the six biggest kernels, day by day (a run's day "
                     "is its manifest date); a rising line is a kernel getting slower or more frequent.",
                     lines_svg(series, "GPU time per run (s)"))]
