@@ -68,6 +68,9 @@ class Diff:
 
     def regressions(self, limit_pct: float, min_share_pct: float = 0.0) -> list[str]:
         """What grew by more than limit_pct: the total, or a kernel present on both sides."""
+        if self.note:      # ncu replay time against timeline time would "regress" by the clock alone
+            raise KwhError("--fail-above gates runs of one kind: one side is ncu runs and the other traces; "
+                           "add tool=ncu or tool=torch/tool=nsys to both selectors")
         found = []
         if (self.total_delta_pct or 0) > limit_pct:
             found.append(f"total GPU time +{self.total_delta_pct:.1f}%")
