@@ -257,7 +257,10 @@ def test_diff_gate_and_selectors_on_the_cli(ingested):
     assert failed.exit_code == REGRESSION_EXIT and "Regression above 1.0%: " in failed.output
     assert run("diff", "model=nope", "model=gpt2").output.startswith("Error: no run matches 'model=nope'")
     assert "unknown key 'colour'" in run("diff", "colour=red", "model=gpt2").output
-    assert "one side has only ncu runs" in run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch").output
+    # runs of different sources compare with a note (issue 31), but never gate a build
+    assert "Note: the baseline is ncu replay time" in run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch").output
+    assert "--fail-above gates runs of one kind" in run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=torch",
+                                                       "--fail-above", "1").output
     # a side holding a model's ncu run and its trace compares the kind both sides have
     both = run("diff", "model=gpt2", "model=gpt2")
     assert both.exit_code == 0 and both.output.startswith("baseline 1 run(s)")

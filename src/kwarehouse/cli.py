@@ -635,6 +635,8 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
         click.echo(f"baseline {len(result.baseline_runs)} run(s) {result.baseline_total_ns / 1e3:,.1f} us/run, "
                    f"candidate {len(result.candidate_runs)} run(s) {result.candidate_total_ns / 1e3:,.1f} us/run"
                    + (f", total {total:+.1f}%" if total is not None else ""), err=fmt == "csv")
+    if result.note:
+        click.echo(f"Note: {result.note}", err=True)
     _print_rows(list(diff_lib.Diff.COLUMNS), result.rows(show_all), fmt or "table")
     if fail_above is not None:
         found = result.regressions(fail_above, min_share)

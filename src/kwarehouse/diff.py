@@ -7,6 +7,9 @@ different numbers of runs compare fairly. ncu runs compare through `kernels` (wi
 class); nsys and PyTorch-trace runs through `kernel_launches` (real GPU time), and an nsys run exported
 as `nsys stats` only through its kernel summary.
 
+A side of ncu runs compared with a side of traces (different sources of the same kernels) compares each
+side's own time, with a note: ncu replay time and timeline time are different clocks.
+
 With two or more runs on both sides each kernel gets a significance note from Welch's t statistic
 over its per-run times (|t| >= 2: significant); with one run on a side there is no estimate.
 """
@@ -31,7 +34,7 @@ class KernelChange:
     kernel_base: str
     library: str
     op_class: str
-    change: str                      # slower, faster, appeared, disappeared, bottleneck changed, unchanged
+    change: str                      # slower, faster, appeared, disappeared, bottleneck changed, unchanged, no duration on a side
     baseline_ns: float               # GPU time per run
     candidate_ns: float
     delta_pct: float | None
@@ -49,6 +52,7 @@ class Diff:
     baseline_total_ns: float
     candidate_total_ns: float
     kernels: list[KernelChange] = field(default_factory=list)
+    note: str | None = None          # what the reader must know to trust the comparison
 
     @property
     def total_delta_pct(self) -> float | None:
@@ -64,6 +68,9 @@ class Diff:
 
     def regressions(self, limit_pct: float, min_share_pct: float = 0.0) -> list[str]:
         """What grew by more than limit_pct: the total, or a kernel present on both sides."""
+        if self.note:      # ncu replay time against timeline time would "regress" by the clock alone
+            raise KwhError("--fail-above gates runs of one kind: one side is ncu runs and the other traces; "
+                           "add tool=ncu or tool=torch/tool=nsys to both selectors")
         found = []
         if (self.total_delta_pct or 0) > limit_pct:
             found.append(f"total GPU time +{self.total_delta_pct:.1f}%")
@@ -115,6 +122,11 @@ def resolve(warehouse: Warehouse, selector: str) -> list[tuple[str, str]]:
 
 def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: float = 5.0) -> Diff:
     sides = [resolve(warehouse, baseline), resolve(warehouse, candidate)]
+    # GPU telemetry runs (nvidia-smi, NVML samples) hold no kernels: a side's average would count them as 0
+    for selector, side in zip((baseline, candidate), sides):
+        if all(tool == "telemetry" for _, tool in side):
+            raise KwhError(f"{selector!r} names only GPU telemetry runs, which hold no kernels; name ncu, nsys or torch runs")
+    sides = [[(r, t) for r, t in side if t != "telemetry"] for side in sides]
     # A side may hold a model's ncu run and its traces: compare the kind both sides have, ncu first
     # (its counters also give the bottleneck); `tool=torch` in a selector picks the traces.
     kinds = [{tool == "ncu" for _, tool in side} for side in sides]
@@ -122,26 +134,32 @@ def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: flo
         sides = [[(r, t) for r, t in side if t == "ncu"] for side in sides]
     elif all(False in kind for kind in kinds):
         sides = [[(r, t) for r, t in side if t != "ncu"] for side in sides]
-    else:
-        raise KwhError("one side has only ncu runs and the other only nsys/torch runs; compare runs of one kind")
-    timeline = sides[0][0][1] != "ncu"
+    timelines = [side[0][1] != "ncu" for side in sides]
     ids = [[run for run, _ in side] for side in sides]
     con = warehouse.connect()
     try:
-        per_run = [_per_run(con, side, timeline) for side in ids]
-        bottlenecks = [_bottlenecks(con, side) if not timeline else {} for side in ids]
-        names = _names(con, ids[0] + ids[1], timeline)
+        per_run = [_per_run(con, side, timeline) for side, timeline in zip(ids, timelines)]
+        bottlenecks = [_bottlenecks(con, side) if not timeline else {} for side, timeline in zip(ids, timelines)]
+        names = {**_names(con, ids[0], timelines[0]), **_names(con, ids[1], timelines[1])}
     finally:
         con.close()
-    totals = [sum(sum(times.values()) for times in side.values()) / len(ids[i]) for i, side in enumerate(per_run)]
+    totals = [sum(ns or 0.0 for times in side.values() for ns in times.values()) / len(ids[i]) for i, side in enumerate(per_run)]
     result = Diff(ids[0], ids[1], totals[0], totals[1])
+    if timelines[0] != timelines[1]:
+        kinds = ["timeline time (nsys/PyTorch)" if timeline else "ncu replay time" for timeline in timelines]
+        result.note = (f"the baseline is {kinds[0]} and the candidate {kinds[1]}: ncu serialises and replays each "
+                       "kernel (small kernels read 1.6-2.5x longer) and profiles only its launch range, so the deltas "
+                       "mix two clocks; kernels are matched by identity. Compare runs of one kind to time a change.")
     for kernel_id in sorted(set(per_run[0]) | set(per_run[1])):
-        samples = [[per_run[i].get(kernel_id, {}).get(run, 0.0) for run in ids[i]] for i in (0, 1)]
+        untimed = any(None in per_run[i].get(kernel_id, {}).values() for i in (0, 1))
+        samples = [[per_run[i].get(kernel_id, {}).get(run) or 0.0 for run in ids[i]] for i in (0, 1)]
         means = [sum(s) / len(s) for s in samples]
         present = [kernel_id in per_run[0], kernel_id in per_run[1]]
-        delta = _pct(means[0], means[1]) if all(present) else None
+        delta = _pct(means[0], means[1]) if all(present) and not untimed else None
         before, after = bottlenecks[0].get(kernel_id), bottlenecks[1].get(kernel_id)
-        if not present[0]:
+        if untimed:
+            change = "no duration on a side"     # the kernel ran, its time is not known: never "unchanged"
+        elif not present[0]:
             change = "appeared"
         elif not present[1]:
             change = "disappeared"
@@ -149,7 +167,7 @@ def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: flo
             change = "slower"
         elif delta is not None and delta <= -threshold_pct:
             change = "faster"
-        elif before != after:
+        elif before != after and timelines[0] == timelines[1]:   # a trace has no bottleneck to change
             change = "bottleneck changed"
         else:
             change = "unchanged"
@@ -157,7 +175,8 @@ def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: flo
         result.kernels.append(KernelChange(
             kernel_id, base, library, op_class, change, means[0], means[1], delta,
             100 * means[0] / totals[0] if totals[0] else 0.0, 100 * means[1] / totals[1] if totals[1] else 0.0,
-            before, after, _significance(samples) if all(present) else "only on one side"))
+            before, after, "no duration (an export without gpu__time_duration)" if untimed
+            else _significance(samples) if all(present) else "only on one side"))
     result.kernels.sort(key=lambda k: (-abs(k.candidate_ns - k.baseline_ns), k.kernel_id))
     return result
 
@@ -188,14 +207,14 @@ def _per_run(con, runs: list[str], timeline: bool) -> dict[str, dict[str, float]
                            "WHERE list_contains(?, run_id) GROUP BY ALL", [runs]).fetchall()
     out: dict[str, dict[str, float]] = {}
     for kernel_id, run_id, ns in rows:
-        out.setdefault(kernel_id, {})[run_id] = ns or 0.0
+        out.setdefault(kernel_id, {})[run_id] = ns     # None: an export without durations (ncu --metrics)
     return out
 
 
 def _bottlenecks(con, runs: list[str]) -> dict[str, str]:
     """The bottleneck class holding most of each kernel identity's time on one side."""
     rows = con.execute("SELECT kernel_id, arg_max(bottleneck, ns) FROM (SELECT kernel_id, bottleneck, "
-                       "sum(duration_ns) AS ns FROM bottleneck_class WHERE list_contains(?, run_id) GROUP BY ALL) "
+                       "coalesce(sum(duration_ns), 0) AS ns FROM bottleneck_class WHERE list_contains(?, run_id) GROUP BY ALL) "
                        "GROUP BY kernel_id", [runs]).fetchall()
     return dict(rows)
 

@@ -908,7 +908,7 @@ def _run_record(run_id: str, members: list[_Source], existing: dict[str, pa.Tabl
         "tool_version": next((m.result.tool_version for m in members if m.result.tool_version), None)
                         or meta.tool_version,
         "framework_versions": json.dumps(meta.versions, sort_keys=True) if meta.versions else None,
-        "run_date": date.fromisoformat(fields["date"]) if "date" in fields else None,
+        "run_date": date.fromisoformat(fields["date"]) if "date" in fields else found.get("run_date"),
         "tags": sorted(run_tags.items()), "manifest_json": meta.manifest_text,
         "source_dir": display_path(members[0].folder), "source_files": [f for f, _ in files],
         "source_sha256": [s for _, s in files], "kernel_count": count,

@@ -214,6 +214,12 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _us(ns: float | None) -> float | None:
+    """ns as us to 0.1, or None: an export without durations (an ncu --metrics list, a single-section
+    page) leaves GPU times unknown, and the report shows them blank."""
+    return None if ns is None else round(ns / 1e3, 1)
+
+
 def _section(title: str, how: str, content: str) -> str:
     return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
 
@@ -249,6 +255,8 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                     "100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
                     f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time t WHERE {TIMED} "
                     "GROUP BY kernel_id, library ORDER BY ns DESC LIMIT 15")
+        # kernels of exports without durations have no GPU time to draw: kernel_time says so as NULL
+        popular = [r for r in popular if r[2] is not None]
         if popular:
             labels = _unique_labels([(r[0], r[5]) for r in popular])
             colors = {f"{label} [{r[3]}]": _color(r[1], libraries) for label, r in zip(labels, popular)}
@@ -301,10 +309,11 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                                  STALL_PALETTE)))
         bottlenecks = q("SELECT kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
                         "round(sum(duration_ns) / 1e3, 1), round(avg(sm_pct), 1), round(avg(memory_pct), 1), "
-                        "arg_max(seed_class, duration_ns), arg_max(ncu_verdict, duration_ns), "
-                        "bool_and(agrees_with_ncu), arg_max(decided_by, duration_ns), arg_max(fix, duration_ns) "
+                        "arg_max(seed_class, coalesce(duration_ns, -1)), arg_max(ncu_verdict, coalesce(duration_ns, -1)), "
+                        "bool_and(agrees_with_ncu), arg_max(decided_by, coalesce(duration_ns, -1)), "
+                        "arg_max(fix, coalesce(duration_ns, -1)) "
                         "FROM bottleneck_class WHERE {where} GROUP BY kernel_base, library, bottleneck, limiting_unit "
-                        "ORDER BY 6 DESC LIMIT 25")
+                        "ORDER BY 6 DESC NULLS LAST, 1 LIMIT 25")
         if bottlenecks:
             sections.append(_section("Bottleneck class", "per kernel and class, with the unit that limits it, ncu's own "
                                      "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
@@ -398,7 +407,7 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             "and without op shapes (it would sit at its epilogue's ~0 FLOP/s); 'no FLOP count': ncu collected "
             "no FLOP counters. Kernels that do no floating-point work are left out.",
             _table(["kernel", "library", "why", "launches", "ncu time (us)"],
-                   [(r[0], r[1], r[2], r[3], round(r[4] / 1e3, 1)) for r in unplaced])))
+                   [(r[0], r[1], r[2], r[3], _us(r[4])) for r in unplaced])))
     return sections
 
 
@@ -461,7 +470,10 @@ def _trends(q) -> list[str]:
              "DESC LIMIT 6) GROUP BY 1, 2")
     series: dict[str, list] = {}
     for name, day, seconds in rows:
-        series.setdefault(name, []).append((day, seconds))
+        if seconds is not None:     # runs of exports without durations have no time to draw
+            series.setdefault(name, []).append((day, seconds))
+    if not series:
+        return []
     out = [_section("Trend of the top kernels", "GPU time per run of the six biggest kernels, day by day (a run's day "
                     "is its manifest date); a rising line is a kernel getting slower or more frequent.",
                     lines_svg(series, "GPU time per run (s)"))]

@@ -22,7 +22,7 @@ CREATE TABLE runs (
     tool                VARCHAR NOT NULL,   -- "ncu", "nsys" or "torch"
     tool_version        VARCHAR,            -- ncu_version.txt, the nsys export metadata, or the torch version
     framework_versions  VARCHAR,            -- JSON object: torch, cuda, transformers, python ... from the manifest
-    run_date            DATE,               -- manifest "date" when present
+    run_date            DATE,               -- manifest "date" when present, else the day the export records (nsys: the capture's UTC start)
     tags                MAP(VARCHAR, VARCHAR), -- --tag key=value and unrecognised manifest keys
     manifest_json       VARCHAR,            -- the manifest exactly as read (NULL without one)
     source_dir          VARCHAR NOT NULL,   -- folder the exports were read from
@@ -361,13 +361,15 @@ CREATE TABLE gpu_samples (
     value_text          VARCHAR            -- a cell that is not a number (pstate "P0", pmon type "C")
 );
 
--- Daily rollup of ncu kernels (kwh rollup): per day, model, GPU and kernel identity. The day of a run is
--- its manifest date, else the day it was ingested (UTC). Averages are time-weighted.
+-- Daily rollup of every source's kernels (kwh rollup): per day, model, GPU, kernel identity and tool. The
+-- day of a run is its run_date, else the day it was ingested (UTC). Averages are time-weighted. ncu rows
+-- carry the counters; nsys and torch rows real timeline time only (their counter columns are NULL).
 CREATE TABLE rollup_kernels_daily (
     day                     DATE NOT NULL,     -- partition
     model                   VARCHAR NOT NULL,
     gpu                     VARCHAR NOT NULL,
     kernel_id               VARCHAR NOT NULL,
+    tool                    VARCHAR NOT NULL,  -- ncu (replay time), nsys or torch (timeline time): never added together
     library                 VARCHAR NOT NULL,
     op_class                VARCHAR NOT NULL,
     kernel_base             VARCHAR NOT NULL,
@@ -389,18 +391,20 @@ CREATE TABLE rollup_kernels_daily (
     launch_overhead_pct     DOUBLE,
     mixed_pct               DOUBLE,
     occupancy_limited_pct   DOUBLE,
-    grid_too_small_pct      DOUBLE            -- (the eight classes of bottleneck_class add up to 100)
+    grid_too_small_pct      DOUBLE,
+    not_enough_data_pct     DOUBLE             -- (the nine classes of bottleneck_class add up to 100)
 );
 
--- Daily rollup per library: per day, model and GPU.
+-- Daily rollup per library: per day, model, GPU and tool.
 CREATE TABLE rollup_libraries_daily (
     day                     DATE NOT NULL,     -- partition
     model                   VARCHAR NOT NULL,
     gpu                     VARCHAR NOT NULL,
+    tool                    VARCHAR NOT NULL,  -- ncu, nsys or torch
     library                 VARCHAR NOT NULL,
     launches                BIGINT NOT NULL,
     runs                    BIGINT NOT NULL,
     kernel_ids              BIGINT NOT NULL,
     total_ns                DOUBLE NOT NULL,
-    time_pct                DOUBLE             -- share of the day's GPU time of that model and GPU
+    time_pct                DOUBLE             -- share of the day's GPU time of that model, GPU and tool
 );

@@ -29,8 +29,11 @@ displays AS (
     FROM (SELECT kernel_id, kernel_display FROM kernels UNION ALL SELECT kernel_id, kernel_display FROM kernel_launches)
     GROUP BY kernel_id),
 verdicts AS (
-    SELECT kernel_id, arg_max(bottleneck || coalesce(' (' || limiting_unit || ')', ''), duration_ns) AS bottleneck,
-           arg_max(fix, duration_ns) AS fix
+    -- a launch without a duration (an ncu --metrics list) still has a verdict: "not enough data: ..."
+    SELECT kernel_id, arg_max(CASE WHEN bottleneck = 'not enough data' THEN decided_by
+                                   ELSE bottleneck || coalesce(' (' || limiting_unit || ')', '') END,
+                              coalesce(duration_ns, -1)) AS bottleneck,
+           arg_max(fix, coalesce(duration_ns, -1)) AS fix
     FROM bottleneck_class GROUP BY kernel_id)
 """
 TOP_KERNELS = """

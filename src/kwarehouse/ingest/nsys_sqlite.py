@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -155,7 +156,8 @@ class NsysSqlite:
         if gpu is None:
             gpu = next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
-                          gpu_name=gpu, tool_version=_version(con, tables), run_info=_gpu_info(con, tables, gpu))
+                          gpu_name=gpu, tool_version=_version(con, tables),
+                          run_info={**_gpu_info(con, tables, gpu), **_session_date(con, tables)})
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:
@@ -218,6 +220,22 @@ def _gpu_info(con: sqlite3.Connection, tables: _Tables, gpu: str | None) -> dict
     sm_count, major, minor = row
     return {"sm_count": int(sm_count) if sm_count else None,
             "compute_capability": f"{major}.{minor}" if major is not None and minor is not None else None}
+
+
+def _session_date(con: sqlite3.Connection, tables: _Tables) -> dict:
+    """run_date: the UTC day the capture started (TARGET_INFO_SESSION_START_TIME, in every export schema
+    seen: 2.9.1 of nsys 2022.2 to 3.25.0 of 2026.2), so that rollups place an nsys run without a manifest
+    on its day."""
+    if "TARGET_INFO_SESSION_START_TIME" not in tables or "utcEpochNs" not in _columns(
+            tables, "TARGET_INFO_SESSION_START_TIME"):
+        return {}
+    row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs > 0 LIMIT 1").fetchone()
+    if row is None or not isinstance(row[0], int):
+        return {}
+    try:
+        return {"run_date": datetime.fromtimestamp(row[0] // 1_000_000_000, UTC).date()}
+    except (OverflowError, OSError, ValueError):     # a damaged timestamp: the run just has no date
+        return {}
 
 
 def _optional(columns: set[str], name: str) -> str:

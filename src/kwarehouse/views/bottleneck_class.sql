@@ -1,8 +1,10 @@
--- Bottleneck of each launch (compute-bound, memory-bound, cache-inefficient, latency-bound, occupancy-limited, grid-too-small, launch-overhead or mixed), its limiting unit (tensor, fma, alu, fp64, xu, issue; dram, l2, l1; grid, latency, registers, launch), the seed heuristic's class, ncu's own SOLBottleneck verdict, whether they agree, the evidence and the first fix to try.
+-- Bottleneck of each launch (compute-bound, memory-bound, cache-inefficient, latency-bound, occupancy-limited, grid-too-small, launch-overhead or mixed; 'not enough data' where the export lacks a metric the verdict needs, named in missing_data), its limiting unit (tensor, fma, alu, fp64, xu, issue; dram, l2, l1; grid, latency, registers, launch), the seed heuristic's class, ncu's own SOLBottleneck verdict, whether they agree, the evidence and the first fix to try for the run's stack.
 -- Rules, first match wins, cut-offs from bottleneck_thresholds (ncu's SOLBottleneck rule uses the same 60/80/10):
+--   no duration (neither ncu's nor a timeline's)                -> not enough data (an ncu --metrics list)
 --   real duration < tiny_kernel_ns                              -> launch-overhead (unit launch); real = median
 --       duration of the same kernel and launch shape in a timeline (nsys/PyTorch) of the model, else ncu's
 --       (ncu replays small kernels 1.6-2.5x longer than they run)
+--   SM or memory SOL missing                                    -> not enough data (no SpeedOfLight section)
 --   SM or memory SOL >= compute_pct/memory_pct:
 --     tensor pipe >= tensor_roof_pct                            -> compute-bound (tensor): at the compute roof,
 --                                                                  whatever memory unit reads busier
@@ -14,10 +16,16 @@
 --     otherwise                                                 -> memory-bound, unit = busiest level of ncu's
 --                                                                  memory SOL breakdown: dram, l2 (lts__*), l1
 --                                                                  (l1tex__*: LSU wavefronts, data banks, ...)
+--   no waves per SM                                             -> not enough data (no LaunchStats section)
 --   waves per SM < 1                                            -> grid-too-small (unit grid)
+--   no achieved occupancy                                       -> not enough data (no Occupancy section: the
+--                                                                  occupancy test below cannot be made)
 --   a strict occupancy limiter (occupancy view) and achieved occupancy < low_occupancy_pct
 --                                                               -> occupancy-limited (unit registers, shared_mem, ...)
 --   otherwise                                                   -> latency-bound (unit latency; warp_stalls says on what)
+-- decided_by of a 'not enough data' launch reads "not enough data: <what is missing>". fix comes from
+-- bottleneck_fixes for the class, unit and the run's stack (run_framework: PyTorch, XLA, CuPy; '*' rows
+-- for any): no torch.compile for a CUDA C, OpenMP or CuPy application.
 -- Compulsory bytes (unique inputs + output of the op, from the framework op's shapes and dtype) come from
 -- op_compulsory_bytes; where they are unknown there is no reuse test and no launch is cache-inefficient.
 -- seed_class is the seed heuristic exactly as the project began with it (issue 5): SM % >= 60 and DRAM % >= 60
@@ -141,16 +149,35 @@ WITH t AS (
                 ELSE 'l1' END AS memory_unit,
            m.dram_bytes / NULLIF(m.compulsory_bytes, 0) AS dram_to_compulsory
     FROM measured m
+), gaps AS (
+    -- the first metric a rule needs that the launch lacks, in the order the rules below test them
+    SELECT u.*,
+           CASE WHEN u.real_duration_ns IS NULL
+                    THEN 'no duration (gpu__time_duration, in ncu''s SpeedOfLight section) and no timeline of this kernel'
+                WHEN u.real_duration_ns < t.tiny_kernel_ns THEN NULL
+                WHEN u.sm_pct IS NULL AND u.mem_pct IS NULL
+                    THEN 'no SM or memory throughput (ncu''s SpeedOfLight section)'
+                WHEN u.sm_pct IS NULL THEN 'no SM throughput (sm__throughput, in ncu''s SpeedOfLight section)'
+                WHEN u.mem_pct IS NULL
+                    THEN 'no memory throughput (gpu__compute_memory_throughput, in ncu''s SpeedOfLight section)'
+                WHEN u.sm_pct >= t.compute_pct OR u.mem_pct >= t.memory_pct THEN NULL
+                WHEN u.waves_per_sm IS NULL
+                    THEN 'no waves per SM (launch__waves_per_multiprocessor, in ncu''s LaunchStats section)'
+                WHEN u.waves_per_sm < 1 THEN NULL
+                WHEN u.achieved_occupancy_pct IS NULL
+                    THEN 'no achieved occupancy (sm__warps_active, in ncu''s Occupancy section)'
+           END AS missing_data
+    FROM units u CROSS JOIN t
 ), classified AS (
     SELECT u.*,
-           CASE WHEN u.real_duration_ns < t.tiny_kernel_ns THEN 'launch-overhead'
+           CASE WHEN u.missing_data IS NOT NULL THEN 'not enough data'
+                WHEN u.real_duration_ns < t.tiny_kernel_ns THEN 'launch-overhead'
                 WHEN u.sm_pct >= t.compute_pct OR u.mem_pct >= t.memory_pct THEN
                     CASE WHEN u.tensor_util_pct >= t.tensor_roof_pct THEN 'compute-bound'
                          WHEN u.sm_pct < 80 AND u.mem_pct < 80 AND abs(u.sm_pct - u.mem_pct) < t.balanced_pct THEN 'mixed'
                          WHEN u.sm_pct >= u.mem_pct THEN 'compute-bound'
                          WHEN u.memory_unit = 'dram' AND u.dram_to_compulsory > t.reuse_factor THEN 'cache-inefficient'
                          ELSE 'memory-bound' END
-                WHEN u.sm_pct IS NULL AND u.mem_pct IS NULL THEN 'mixed'
                 WHEN u.waves_per_sm < 1 THEN 'grid-too-small'
                 WHEN u.occupancy_limiter IS NOT NULL AND u.achieved_occupancy_pct < t.low_occupancy_pct THEN 'occupancy-limited'
                 ELSE 'latency-bound' END AS bottleneck,
@@ -162,10 +189,11 @@ WITH t AS (
                 ELSE 'Mixed' END AS seed_class,
            u.tensor_util_pct >= t.tensor_roof_pct AS at_tensor_roof,
            t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct
-    FROM units u CROSS JOIN t
+    FROM gaps u CROSS JOIN t
 ), united AS (
     SELECT c.*,
            CASE c.bottleneck
+                WHEN 'not enough data' THEN NULL
                 WHEN 'launch-overhead' THEN 'launch'
                 WHEN 'compute-bound' THEN CASE WHEN c.at_tensor_roof THEN 'tensor' ELSE c.compute_unit END
                 WHEN 'memory-bound' THEN c.memory_unit
@@ -182,7 +210,7 @@ WITH t AS (
     FROM classified c
 ), judged AS (
     SELECT j.*,
-           CASE WHEN j.ncu_verdict IS NULL THEN NULL
+           CASE WHEN j.ncu_verdict IS NULL OR j.bottleneck = 'not enough data' THEN NULL
                 WHEN j.ncu_verdict = 'compute' THEN j.bottleneck = 'compute-bound'
                 WHEN j.ncu_verdict LIKE 'memory:%' THEN
                     (j.bottleneck IN ('memory-bound', 'cache-inefficient') AND j.limiting_unit = substr(j.ncu_verdict, 8))
@@ -198,6 +226,7 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
        j.bottleneck, j.limiting_unit, j.seed_class, j.ncu_verdict, j.agrees_with_ncu,
        CASE WHEN j.agrees_with_ncu THEN NULL
             WHEN j.ncu_verdict IS NULL THEN 'no SOLBottleneck rule in the export'
+            WHEN j.bottleneck = 'not enough data' THEN concat('ncu says ', j.ncu_verdict, '; kwh cannot judge: ', j.missing_data)
             WHEN j.bottleneck = 'launch-overhead'
                 THEN concat('ncu judges its replayed launch (', CAST(CAST(j.duration_ns AS BIGINT) AS VARCHAR),
                             ' ns); the real launch (', CAST(CAST(j.real_duration_ns AS BIGINT) AS VARCHAR),
@@ -207,6 +236,7 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
             ELSE concat('ncu says ', j.ncu_verdict, '; kwh finds ', j.bottleneck, ' (', coalesce(j.limiting_unit, '?'), ')')
        END AS disagreement,
        CASE j.bottleneck
+            WHEN 'not enough data' THEN concat('not enough data: ', j.missing_data)
             WHEN 'launch-overhead'
                 THEN concat('real duration ', CAST(CAST(j.real_duration_ns AS BIGINT) AS VARCHAR), ' ns (', j.duration_basis,
                             ') < ', CAST(CAST(j.tiny_kernel_ns AS BIGINT) AS VARCHAR), ' ns; ncu replay ',
@@ -216,9 +246,8 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
                             ' %; busiest: ', j.limiting_unit, CASE WHEN j.at_tensor_roof THEN ' (at the tensor roof)' ELSE '' END,
                             '; pipes: ', j.pipes, '; memory: ', j.memory_levels)
             WHEN 'mixed'
-                THEN CASE WHEN j.sm_pct IS NULL THEN 'no SOL metrics in the export'
-                          ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' % and memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
-                                      ' % within 10 points, both < 80; pipes: ', j.pipes, '; memory: ', j.memory_levels) END
+                THEN concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' % and memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
+                            ' % within 10 points, both < 80; pipes: ', j.pipes, '; memory: ', j.memory_levels)
             WHEN 'cache-inefficient'
                 THEN concat('memory ', CAST(round(j.mem_pct, 1) AS VARCHAR), ' % at DRAM; moves ',
                             CAST(round(j.dram_bytes / 1e6, 2) AS VARCHAR), ' MB, ', CAST(round(j.dram_to_compulsory, 2) AS VARCHAR),
@@ -242,14 +271,22 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
                             ' % < ', CAST(j.low_occupancy_pct AS VARCHAR))
             ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
                         ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM: warps stalled, issue slots idle ',
-                        CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' % (see warp_stalls)')
+                        -- issue activity is in the SchedulerStats section, which a short section list leaves out
+                        CASE WHEN j.issue_idle_pct IS NULL THEN 'not measured (no SchedulerStats section)'
+                             ELSE concat(CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' %') END, ' (see warp_stalls)')
        END AS decided_by,
-       coalesce(fu.fix, fa.fix) AS fix,
+       coalesce(f_unit_stack.fix, f_unit.fix, f_stack.fix, f_any.fix) AS fix, j.missing_data, rf.framework,
        j.duration_ns, j.real_duration_ns, j.duration_basis, j.sm_pct, j.dram_pct, j.mem_pct, j.memory_pct,
        j.l1_pct, j.l2_pct, j.l2_hit_pct, j.tensor_util_pct, j.fma_pct, j.alu_pct, j.fp64_pct, j.issue_pct,
        j.issue_idle_pct, j.achieved_occupancy_pct, j.waves_per_sm, j.dram_bytes, j.compulsory_bytes,
        j.dram_to_compulsory, j.warp_specialized
 FROM judged j
-LEFT JOIN bottleneck_fixes fu ON fu.bottleneck = j.bottleneck AND fu.limiting_unit = j.limiting_unit
-LEFT JOIN bottleneck_fixes fa ON fa.bottleneck = j.bottleneck AND fa.limiting_unit = '*'
+LEFT JOIN run_framework rf ON rf.run_id = j.run_id
+LEFT JOIN bottleneck_fixes f_unit_stack ON f_unit_stack.bottleneck = j.bottleneck AND f_unit_stack.limiting_unit = j.limiting_unit
+     AND f_unit_stack.framework = rf.framework
+LEFT JOIN bottleneck_fixes f_unit ON f_unit.bottleneck = j.bottleneck AND f_unit.limiting_unit = j.limiting_unit
+     AND f_unit.framework = '*'
+LEFT JOIN bottleneck_fixes f_stack ON f_stack.bottleneck = j.bottleneck AND f_stack.limiting_unit = '*'
+     AND f_stack.framework = rf.framework
+LEFT JOIN bottleneck_fixes f_any ON f_any.bottleneck = j.bottleneck AND f_any.limiting_unit = '*' AND f_any.framework = '*'
 ORDER BY j.model, j.gpu, j.run_id, j.launch_id

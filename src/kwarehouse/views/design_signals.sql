@@ -28,6 +28,8 @@
 --       not on DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave);
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
+-- fix comes from signal_fixes.csv by the signal's fix_key and the stack its models share (run_framework:
+-- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
 WITH t AS (
     SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
            max(CASE WHEN name = 'tensor_efficiency_low_pct' THEN value END) AS tensor_efficiency_low_pct,
@@ -39,6 +41,10 @@ WITH t AS (
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
            max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches
     FROM bottleneck_thresholds
+), model_stack AS (
+    -- each model's stack (run_framework), NULL where its runs disagree or nothing says
+    SELECT model, CASE WHEN count(DISTINCT coalesce(framework, '?')) = 1 THEN min(framework) END AS framework
+    FROM run_framework GROUP BY model
 ), real_weights AS (
     -- per model, GPU and kernel: how much real time (and how many real launches) one ns (one launch) of its
     -- ncu replays stands for; 1 where the model has no timeline on that GPU
@@ -57,8 +63,9 @@ WITH t AS (
            w.launch_scale, b.library, b.op_class, b.kernel_base, b.bottleneck,
            b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
            b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
-           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread
+           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread, ms.framework
     FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
+    LEFT JOIN model_stack ms ON ms.model = b.model
     JOIN real_weights w ON w.model = b.model AND w.gpu = b.gpu AND w.kernel_id = b.kernel_id
 ), totals AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
@@ -74,9 +81,9 @@ WITH t AS (
            concat(min(g.evidence), '; ', CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
                   ' % of the dense ', min(g.math_dtype), ' peak') AS evidence,
            sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'pad the misaligned dimension to a multiple of 8 (16 for fp8), e.g. a 50,257-token vocabulary to 50,304: cuBLAS then runs an aligned TMA/wgmma kernel' AS fix,
+           'misaligned GEMM' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
            min(g.time_basis) AS time_basis
-    FROM gemm_efficiency g
+    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model
     WHERE g.misaligned AND NOT g.tiny
     GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
 ), low_gemm AS (
@@ -90,9 +97,9 @@ WITH t AS (
                   ' % of the dense ', min(g.math_dtype), ' peak (< ', CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR),
                   '); wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
            sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'a larger or batched problem (fuse the projections that share an input), a tile/kernel that fills the GPU (split-K for small M, N), or a lower precision' AS fix,
+           'low-efficiency GEMM op' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
            min(g.time_basis) AS time_basis
-    FROM gemm_efficiency g CROSS JOIN t
+    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
     WHERE NOT g.misaligned AND NOT g.tiny AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
     GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
@@ -108,9 +115,10 @@ WITH t AS (
                 WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
                     THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
                 ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis,
-           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale
+           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale, ms.framework
     FROM kernels k
     JOIN real_weights w ON w.model = k.model AND w.gpu = k.gpu AND w.kernel_id = k.kernel_id
+    LEFT JOIN model_stack ms ON ms.model = k.model
     WHERE (k.op_class IN ('conv', 'attention') OR (k.op_class = 'gemm' AND k.framework_op IS NULL))
       AND k.tensor_util_pct IS NOT NULL
 ), low_tensor AS (
@@ -125,9 +133,9 @@ WITH t AS (
            sum(l.real_ns * greatest(0, 1 - l.tensor_efficiency_pct / t.tensor_efficiency_target_pct)) AS est_time_saved_ns,
            concat('ESTIMATE: the same FLOPs at ', CAST(max(t.tensor_efficiency_target_pct) AS VARCHAR),
                   ' % tensor efficiency (what well-shaped kernels of this class reach on this corpus)') AS assumption,
-           CASE WHEN min(l.op_class) = 'conv' THEN 'a tensor-core algorithm for this conv (channels-last fp16/bf16, aligned channels; cudnn.benchmark), or fold a 1x1 conv into a GEMM'
-                WHEN min(l.op_class) = 'attention' THEN 'longer sequences or more heads per launch (batch the attention), or a kernel tuned for this head size'
-                ELSE 'run the GEMM on tensor cores (TF32/BF16 cuBLAS) instead of CUDA cores' END AS fix,
+           CASE WHEN min(l.op_class) = 'conv' THEN 'low-efficiency conv'
+                WHEN min(l.op_class) = 'attention' THEN 'low-efficiency attention'
+                ELSE 'low-efficiency GEMM kernel' END AS fix_key, CASE WHEN count(DISTINCT coalesce(l.framework, '?')) = 1 THEN min(l.framework) END AS framework,
            l.time_basis
     FROM tensor_launches l CROSS JOIN t
     WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
@@ -142,7 +150,7 @@ WITH t AS (
                   CAST(round(sum(b.dram_bytes) / sum(b.compulsory_bytes), 2) AS VARCHAR), 'x its compulsory bytes') AS evidence,
            sum(b.real_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
-           'tile for reuse (shared memory, an L2-friendly block order) so each byte leaves DRAM once' AS fix,
+           'reuse failure' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
            b.time_basis
     FROM launches b
     WHERE b.bottleneck = 'cache-inefficient'
@@ -158,7 +166,7 @@ WITH t AS (
                   ' registers/thread; ', min(o.bottleneck)) AS evidence,
            sum(o.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
-           'cap registers (__launch_bounds__, -maxrregcount) or split the kernel; check that no spills appear' AS fix,
+           'register-limited' AS fix_key, CASE WHEN count(DISTINCT coalesce(o.framework, '?')) = 1 THEN min(o.framework) END AS framework,
            o.time_basis
     FROM launches o
     LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
@@ -177,7 +185,7 @@ WITH t AS (
                   CAST(round(sum(b.mem_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
            sum(b.real_ns * (1 - b.waves_per_sm)) AS est_time_saved_ns,
            'ESTIMATE (upper bound): the same work spread over every SM at the same per-SM speed: time x (1 - waves per SM)' AS assumption,
-           'more, smaller blocks (split the reduction/rows, split-K), batch launches together, or run it concurrently on another stream' AS fix,
+           'grid too small' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
            b.time_basis
     FROM launches b
     WHERE b.bottleneck = 'grid-too-small'
@@ -193,7 +201,7 @@ WITH t AS (
                   CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM') AS evidence,
            sum(b.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own tail-wave estimate (LaunchConfiguration, global speedup), assuming blocks of equal duration' AS assumption,
-           'a grid that is a whole number of waves (tile size, split-K, or persistent scheduling)' AS fix,
+           'partial last wave' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
            b.time_basis
     FROM launches b
     JOIN rules r ON r.run_id = b.run_id AND r.launch_id = b.launch_id AND r.rule_name = 'LaunchConfiguration'
@@ -211,9 +219,9 @@ WITH t AS (
            concat(min(f.evidence), ' (mean of ', CAST(count(*) AS VARCHAR), ' timeline run(s))') AS evidence,
            avg(f.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE (fusion_candidates): one fused kernel moving the largest member''s bytes once at the DRAM roof; launch gaps come on top' AS assumption,
-           'fuse the chain (torch.compile, a custom or library fused kernel)' AS fix,
+           'fusable chain' AS fix_key, min(ms.framework) AS framework,
            'timeline' AS time_basis
-    FROM fusion_candidates f
+    FROM fusion_candidates f LEFT JOIN model_stack ms ON ms.model = f.model
     WHERE f.est_time_saved_ns > 0
     GROUP BY f.model, f.subject
 ), launch_bound_runs AS (
@@ -222,10 +230,10 @@ WITH t AS (
            CAST(round(avg(l.launches)) AS BIGINT) AS launches, avg(l.gpu_time_ns) AS gpu_time_ns,
            concat(min(l.evidence), ' (mean of ', CAST(count(*) AS VARCHAR), ' timeline run(s))') AS evidence,
            avg(l.est_time_saved_ns) AS est_time_saved_ns,
-           'ESTIMATE (launch_bound): the idle time between kernels above the run''s smallest gap, which a CUDA Graph or torch.compile removes; wall time, not kernel time, and part of it is profiler overhead' AS assumption,
-           'capture the iteration in a CUDA Graph (torch.compile mode=''reduce-overhead'', torch.cuda.graphs)' AS fix,
+           'ESTIMATE (launch_bound): the idle time between kernels above the run''s smallest gap, which a CUDA Graph (or a compiler that fuses the kernels) removes; wall time, not kernel time, and part of it is profiler overhead' AS assumption,
+           'launch-bound run' AS fix_key, min(ms.framework) AS framework,
            'timeline' AS time_basis
-    FROM launch_bound l
+    FROM launch_bound l LEFT JOIN model_stack ms ON ms.model = l.model
     WHERE l.subject = '(whole run)'
     GROUP BY l.model
 ), seed_low_l2 AS (
@@ -241,7 +249,7 @@ WITH t AS (
                   ' (time-weighted)') AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
-           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
     FROM launches b CROSS JOIN t
     WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
     GROUP BY b.kernel_id
@@ -254,7 +262,7 @@ WITH t AS (
                   ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
-           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
     FROM kernels k CROSS JOIN t
     WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
     GROUP BY k.kernel_id
@@ -270,7 +278,7 @@ WITH t AS (
                   CAST(max(o.registers_per_thread) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
-           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
     FROM launches o CROSS JOIN t
     WHERE o.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
       AND o.achieved_occupancy_pct < t.low_occupancy_pct
@@ -285,7 +293,7 @@ WITH t AS (
                   CAST(max(k.waves_per_sm) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
-           'see the calibrated signals' AS fix, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
     FROM kernels k CROSS JOIN t
     WHERE k.duration_ns < t.tiny_kernel_ns AND (k.waves_per_sm < 1 OR k.grid_size < k.sm_count)
     GROUP BY k.kernel_id
@@ -311,7 +319,9 @@ WITH t AS (
     SELECT seed.*, 'seed heuristic' AS source FROM seed
 )
 SELECT s.signal, s.subject, s.kernel_id, s.library, s.op_class, s.models, s.model_list, s.launches, s.gpu_time_ns,
-       100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption, s.fix,
-       s.time_basis, s.source
+       100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption,
+       coalesce(f_stack.fix, f_any.fix) AS fix, s.time_basis, s.source, s.framework
 FROM signals s LEFT JOIN totals tot ON tot.time_basis = s.time_basis
+LEFT JOIN signal_fixes f_stack ON f_stack.fix_key = s.fix_key AND f_stack.framework = s.framework
+LEFT JOIN signal_fixes f_any ON f_any.fix_key = s.fix_key AND f_any.framework = '*'
 ORDER BY s.source, s.signal, s.est_time_saved_ns DESC NULLS LAST, s.models DESC, s.gpu_time_ns DESC, s.subject

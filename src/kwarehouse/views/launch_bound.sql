@@ -67,7 +67,7 @@ SELECT run_id, model, gpu, device_id, subject, subject_kind, launches, stretches
               CAST(round(gpu_time_ns / 100) / 10 AS VARCHAR), ' us and sat idle ', CAST(round(idle_ns / 100) / 10 AS VARCHAR),
               ' us between them (median gap ', CAST(round(gap_median_ns / 100) / 10 AS VARCHAR),
               ' us; smallest gap of the run ', CAST(round(floor_gap_ns / 100) / 10 AS VARCHAR),
-              ' us): launch-bound, a CUDA Graph or torch.compile candidate. Gaps include profiler overhead, ',
+              ' us): launch-bound, a CUDA Graph or kernel-fusion candidate. Gaps include profiler overhead, ',
               'so the saving is an upper bound') AS evidence
 FROM both_levels
 WHERE idle_ns > gpu_time_ns
