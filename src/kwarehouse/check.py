@@ -158,10 +158,13 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         if strays:
             found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
-    if not warehouse.duckdb_path.exists():
-        found.problems.append(f"{warehouse.duckdb_path.name}: missing")
-    elif publish.is_stale(warehouse):
-        found.problems.append(f"{warehouse.duckdb_path.name}: older than the catalog (or built for another folder)")
+    published = publish.problem(warehouse)
+    if published is not None and published.startswith(publish.CHANGED_OUTSIDE):
+        found.problems.append(f"{warehouse.duckdb_path.name}: {published}: DuckDB sessions reading it get other "
+                              "answers than kwh; kwh check --repair rebuilds it (your own tables and views are "
+                              "kept); open it with duckdb -readonly")
+    elif published is not None:
+        found.problems.append(f"{warehouse.duckdb_path.name}: {published}; kwh check --repair rebuilds it")
     elif not _duckdb_opens(warehouse):
         found.problems.append(f"{warehouse.duckdb_path.name}: cannot be opened (damaged, or open in a DuckDB session)")
     return found

@@ -10,9 +10,18 @@ The promises, and how they are kept:
   only after the published file stopped naming it;
 - a WAL left beside it by someone's crashed DuckDB session belongs to the file being replaced: it
   is moved to _quarantine/ (never deleted), since DuckDB would replay it into the new file;
-- tables and views users created in it are copied into the new file; when the old file cannot be
-  opened (a session holds it, or it is damaged) it is moved to _quarantine/ with a warning instead
-  of being overwritten. The README suggests a database of their own (ATTACH) for such objects.
+- verified, not trusted: the hash of every table's and view's definition is recorded with it, and
+  fast_read.published_problem (the one test of "current") compares it, with the file's size and
+  mtime, on every reader start and in kwh check. A file changed outside kwh (a user who ran
+  `create or replace view kernels as select 1` in `duckdb warehouse/warehouse.duckdb`) is rebuilt
+  by the next writer, by a reader when no writer is busy, or by kwh check --repair; a reader that
+  cannot rebuild it answers from the catalog and says that DuckDB sessions reading the file get
+  other answers;
+- tables and views users created in it are copied into the new file; kwh's own objects that a user
+  changed or dropped are rebuilt, and the changed file is kept in _quarantine/ with a warning; when
+  the old file cannot be opened (a session holds it, or it is damaged) it is moved to _quarantine/
+  with a warning instead of being overwritten. The README says to open the file -readonly and
+  suggests a database of their own (ATTACH) for such objects.
 """
 
 from __future__ import annotations
@@ -78,49 +87,43 @@ def views_template() -> Path | None:
 def _recorded(warehouse) -> dict:
     with warehouse.reader.connect() as con:
         text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PUBLISHED_KEY)).scalar()
-    try:
-        return json.loads(text) if text else {}
-    except ValueError:
-        return {}
+    return fast_read.recorded_publish(text)
 
 
 _stat = fast_read.file_stat
+CHANGED_OUTSIDE = fast_read.CHANGED_OUTSIDE
 
 
-def is_stale(warehouse) -> bool:
-    """Whether warehouse.duckdb is missing, older than the catalog, built for another folder, or has
-    a WAL beside it."""
+def problem(warehouse) -> str | None:
+    """Why warehouse.duckdb is not what kwh published for the catalog's generation (one line), or
+    None when it is (fast_read.published_problem, looking inside the file)."""
     if not warehouse.exists:
-        return False
+        return None
     recorded = _recorded(warehouse)
     with warehouse.reader.connect() as con:
         current = catalog.generation(con)
-    # (a warehouse copied or moved elsewhere has views naming the old folder's files)
-    return (recorded.get("generation") != current or recorded.get("root") != str(warehouse.root)
-            or recorded.get("definitions") != definitions(warehouse.root)
-            or not warehouse.duckdb_path.exists() or Path(f"{warehouse.duckdb_path}.wal").exists())
+    return fast_read.published_problem(warehouse.root, recorded, current, look_inside=True)
 
 
-def open_published(warehouse, snapshot) -> duckdb.DuckDBPyConnection | None:
-    """An in-memory connection that reads warehouse.duckdb's tables and views, when that file is
-    exactly what kwh published for this snapshot with today's definitions (no user change, no WAL);
-    else None. Opening a file binds none of its views, so a reader pays only for the views it
-    queries, where creating ~30 nested views in memory binds every one (seconds). What the user
-    creates goes to the in-memory database, never into the file."""
+def is_stale(warehouse) -> bool:
+    """Whether warehouse.duckdb must be rebuilt: missing, older than the catalog, built for another
+    folder or by another kwh, or changed outside kwh (see problem)."""
+    return problem(warehouse) is not None
+
+
+def open_published(warehouse, snapshot) -> tuple[duckdb.DuckDBPyConnection | None, str | None]:
+    """(an in-memory connection that reads warehouse.duckdb's tables and views, None) when that file
+    is exactly what kwh published for this snapshot; else (None, why not, or None where nothing is
+    wrong with it but it cannot be attached). Opening a file binds none of its views, so a reader pays
+    only for the views it queries, where creating ~30 nested views in memory binds every one
+    (seconds). What the user creates goes to the in-memory database, never into the file."""
     recorded = _recorded(warehouse)
-    path = warehouse.duckdb_path
-    if (recorded.get("generation") != snapshot.generation or recorded.get("root") != str(warehouse.root)
-            or recorded.get("stat") is None or recorded.get("stat") != _stat(path)
-            or Path(f"{path}.wal").exists() or recorded.get("definitions") != definitions(warehouse.root)):
-        return None
-    con = duckdb.connect()
-    try:
-        con.execute(f"ATTACH {_literal(path)} AS kwh_published (READ_ONLY)")
-        con.execute("SET search_path = 'memory.main,kwh_published.main'")
-    except duckdb.Error:
-        con.close()      # held by a session that writes to it, or damaged: build the views in memory
-        return None
-    return con
+    found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation)
+    if found is not None:
+        if found.startswith(CHANGED_OUTSIDE):      # name what changed, where the file can be opened
+            found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation, look_inside=True)
+        return None, found
+    return fast_read.attach_published(warehouse.root, recorded)
 
 
 def publish_if_stale(warehouse) -> bool:
@@ -146,7 +149,7 @@ def publish(warehouse) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            views_only = _build(warehouse, fresh, snapshot, warnings)
+            views_only, objects = _build(warehouse, fresh, snapshot, warnings)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -165,7 +168,8 @@ def publish(warehouse) -> list[str]:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
-                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only})))
+                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
+                 "objects": objects})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -189,29 +193,29 @@ def _warn(warnings: list[str]) -> list[str]:
     return warnings
 
 
-def _previous(warehouse) -> Path | None:
+def _previous(warehouse, recorded: dict, untouched: bool) -> Path | None:
     """The published warehouse.duckdb where it can stand in for views_template: exactly what kwh
-    published (no user object, no WAL), with today's definitions, by this DuckDB, every view still a
-    view (nothing materialized)."""
-    path = warehouse.duckdb_path
-    recorded = _recorded(warehouse)
-    if (recorded.get("views_only") and recorded.get("stat") == _stat(path) and recorded.get("root") == str(warehouse.root)
-            and recorded.get("definitions") == definitions(warehouse.root) and recorded.get("duckdb") == duckdb.__version__
-            and not Path(f"{path}.wal").exists()):
-        return path
+    published (`untouched`: no user object, no change, no WAL), with today's definitions, by this
+    DuckDB, every view still a view (nothing materialized)."""
+    if untouched and recorded.get("views_only") and recorded.get("duckdb") == duckdb.__version__:
+        return warehouse.duckdb_path
     return None
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool, dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
-    materialized), which lets the next publish start from it."""
+    materialized), which lets the next publish start from it, and the hash of each of its tables'
+    and views' definitions (fast_read.object_digests), which readers compare."""
     from kwarehouse.store import _add_reference_tables
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
     # instead of the template: its views are bound already, and the template costs a process about
     # half a second to make (the fixed cost of every ingest's publish).
-    previous = _previous(warehouse)
+    recorded = _recorded(warehouse)
+    # exactly what kwh published for some generation (it is older than the catalog, or it would not be rebuilt)
+    untouched = fast_read.published_problem(warehouse.root, recorded, None, look_inside=True) is None
+    previous = _previous(warehouse, recorded, untouched)
     template = previous or views_template()
     if template is not None:
         shutil.copyfile(template, fresh)
@@ -241,7 +245,8 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
-        _keep_user_objects(warehouse, con, warnings)
+        if not untouched:
+            _keep_user_objects(warehouse, con, warnings, recorded)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -256,9 +261,10 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
             raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
                            "the committed data is safe: free space if the disk is full, then run kwh check --repair")
         check.execute("SELECT count(*) FROM runs").fetchall()
+        objects = fast_read.object_digests(check, check.execute("SELECT current_database()").fetchall()[0][0])
     finally:
         check.close()
-    return views_only
+    return views_only, objects
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
@@ -270,11 +276,12 @@ def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
         return 0
 
 
-def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str]) -> None:
-    """Copy tables and views a user created in the old warehouse.duckdb into the new one. Skipped when
-    the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
+def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str], recorded: dict) -> None:
+    """Copy tables and views a user created in the old warehouse.duckdb into the new one, and set the
+    old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Called
+    only when the old file is not exactly what kwh wrote."""
     old = warehouse.duckdb_path
-    if not old.exists() or (_recorded(warehouse).get("stat") == _stat(old) and not Path(f"{old}.wal").exists()):
+    if not old.exists():
         return
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
@@ -287,6 +294,14 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
         return
     try:
         ours = own_objects()
+        if recorded.get("root") == str(warehouse.root):      # (a copied warehouse's record is its original's)
+            changed = [c for c in fast_read.changed_objects(recorded.get("objects"), fast_read.object_digests(con, "previous"))
+                       if c.split()[1] in ours and not c.endswith(" added")]
+            if changed:
+                kept = quarantine(warehouse.root, old, copy=True)
+                warnings.append(f"{old.name} had been {CHANGED_OUTSIDE} ({', '.join(changed)}); rebuilt with kwh's own "
+                                f"definitions, the changed file is kept at {kept}; open it with duckdb -readonly, and "
+                                "keep views of your own in a database of yours (see the README)")
         tables = [r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'previous' AND NOT internal").fetchall()
             if r[0] not in ours]
