@@ -149,7 +149,7 @@ def publish(warehouse) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            views_only, objects = _build(warehouse, fresh, snapshot, warnings)
+            views_only, objects, tags = _build(warehouse, fresh, snapshot, warnings)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -169,7 +169,7 @@ def publish(warehouse) -> list[str]:
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
                  "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
-                 "objects": objects})))
+                 "objects": objects, "tags": tags})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -202,10 +202,11 @@ def _previous(warehouse, recorded: dict, untouched: bool) -> Path | None:
     return None
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool, dict[str, str]]:
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool, dict[str, str], dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
-    materialized), which lets the next publish start from it, and the hash of each of its tables'
-    and views' definitions (fast_read.object_digests), which readers compare."""
+    materialized), which lets the next publish start from it, the hash of each of its tables' and
+    views' definitions (fast_read.object_digests, which kwh check and writers compare) and their
+    comments (fast_read.object_tags, which readers compare)."""
     from kwarehouse.store import _add_reference_tables
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
@@ -247,6 +248,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
                     [snapshot.generation])
         if not untouched:
             _keep_user_objects(warehouse, con, warnings, recorded)
+        _tag_own_objects(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -261,10 +263,22 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
             raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
                            "the committed data is safe: free space if the disk is full, then run kwh check --repair")
         check.execute("SELECT count(*) FROM runs").fetchall()
-        objects = fast_read.object_digests(check, check.execute("SELECT current_database()").fetchall()[0][0])
+        database = check.execute("SELECT current_database()").fetchall()[0][0]
+        objects, tags = fast_read.object_digests(check, database), fast_read.object_tags(check, database)
     finally:
         check.close()
-    return views_only, objects
+    return views_only, objects, tags
+
+
+def _tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
+    """Comment each of kwh's tables and views with the hash of its definition (see fast_read._TAGS_SQL):
+    what a user creates again in its place has no comment, which every reader notices."""
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    ours = own_objects()
+    for key, digest in fast_read.object_digests(con, database).items():
+        kind, name = key.split(" ", 1)
+        if name in ours:
+            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS 'kwh {digest}'")
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
