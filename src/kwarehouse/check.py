@@ -76,7 +76,7 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
                     files = sources.get(run_id) or ["(no source files recorded)"]
                     report.repaired.append(f"took out run {run_id} (rows lost with a missing or damaged file); "
                                            f"ingest its sources again to restore it: {', '.join(files)}")
-            if publish.is_stale(warehouse) or not _duckdb_opens(warehouse):
+            if publish.problem(warehouse, thorough=True) or not _duckdb_opens(warehouse):
                 publish.publish(warehouse)
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
         after = check(warehouse, quick=quick)
@@ -158,7 +158,7 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         if strays:
             found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
-    published = publish.problem(warehouse)
+    published = publish.problem(warehouse, thorough=True)
     if published is not None and published.startswith(publish.CHANGED_OUTSIDE):
         found.problems.append(f"{warehouse.duckdb_path.name}: {published}: DuckDB sessions reading it get other "
                               "answers than kwh; kwh check --repair rebuilds it (your own tables and views are "

@@ -109,17 +109,17 @@ def read_path(root: Path, relative: str) -> Path:
 # The start of every problem that means someone other than kwh changed warehouse.duckdb (readers
 # warn about those: the DuckDB shell's answers then differ from kwh's).
 CHANGED_OUTSIDE = "changed outside kwh"
+OWN_TAG = "kwh's own: rebuilt by kwh; open this file with duckdb -readonly"
 PUBLISHED_FILE = "warehouse.duckdb"
 # Every table and view in a DuckDB database, with what defines it: a view's SQL; a table's columns
 # and its row count (a user who deletes gpu_peaks rows changes what the views answer).
 _OBJECTS_SQL = ("SELECT 'view', view_name, sql FROM duckdb_views() WHERE database_name = $1 AND NOT internal "
                 "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR) "
                 "FROM duckdb_tables() WHERE database_name = $1 AND NOT internal")
-# ...and what a reader compares on every start instead: each object's DuckDB comment. Writing out
-# the views' SQL costs DuckDB ~0.5 ms per view and grows with the committed files the base views
-# name; reading comments costs nothing. kwh comments each of its objects with the hash of its
-# definition, and DuckDB drops the comment of a view or table that is created again (CREATE OR
-# REPLACE), so a redefined object has none.
+# ...and what readers and writers compare instead: each object's DuckDB comment. Writing out the
+# views' SQL costs DuckDB ~1 ms per view (~40 ms for the file); reading comments costs nothing.
+# kwh comments each of its objects with OWN_TAG, and DuckDB drops the comment of a view or table
+# that is created again (CREATE OR REPLACE), so a redefined object has none.
 _TAGS_SQL = ("SELECT 'view', view_name, coalesce(comment, '') FROM duckdb_views() WHERE database_name = $1 AND NOT internal "
              "UNION ALL SELECT 'table', table_name, coalesce(comment, '') FROM duckdb_tables() "
              "WHERE database_name = $1 AND NOT internal")
@@ -136,7 +136,8 @@ def recorded_publish(value) -> dict:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def published_problem(root: Path, recorded, generation: int | None, look_inside: bool = False) -> str | None:
+def published_problem(root: Path, recorded, generation: int | None, look_inside: bool = False,
+                      thorough: bool = False) -> str | None:
     """Why warehouse.duckdb is not exactly what kwh published (for catalog generation `generation`;
     None: any generation), as one line; None when it is. The one test of "the published file is
     current": fast_read.connect, publish.problem (is_stale), publish.open_published and
@@ -144,10 +145,11 @@ def published_problem(root: Path, recorded, generation: int | None, look_inside:
 
     Without look_inside it looks only at the catalog's record and the file's size, mtime and WAL;
     with it, when those agree (or only the size or mtime differ), it also opens the file read-only
-    and compares every table's and view's definition with the hash recorded when kwh published it:
-    a file system with coarse times can keep both through a change, and the comparison names what
-    changed ("view kernels redefined"). attach_published makes the same comparison on the file a
-    reader attaches."""
+    and compares its tables and views, by name and comment (object_tags), with what kwh published
+    (a file system with coarse times can keep size and mtime through a change), and names what
+    changed ("view kernels redefined"); `thorough` (kwh check) compares the hash of every table's
+    and view's definition too (object_digests). attach_published compares the names and comments
+    of the file a reader attaches."""
     recorded = recorded_publish(recorded)
     path = root / PUBLISHED_FILE
     stat = file_stat(path)
@@ -164,8 +166,8 @@ def published_problem(root: Path, recorded, generation: int | None, look_inside:
     if recorded.get("definitions") != definitions(root) or "objects" not in recorded or "tags" not in recorded:
         return "built by another kwh (other view definitions, thresholds or checks)"
     problem = None if recorded.get("stat") == stat else f"{CHANGED_OUTSIDE} (its size or time is not what kwh published)"
-    if look_inside:
-        changes = _changes_inside(path, recorded)
+    if look_inside or thorough:
+        changes = _changes_inside(path, recorded, thorough)
         if changes:
             return f"{CHANGED_OUTSIDE} ({', '.join(changes)})"
     return problem
@@ -178,8 +180,8 @@ def object_digests(con, database: str) -> dict[str, str]:
 
 
 def object_tags(con, database: str) -> dict[str, str]:
-    """{"view kernels": its comment ("kwh <hash of its definition>"; "" when none), ...}: what a
-    reader compares (see _TAGS_SQL)."""
+    """{"view kernels": its comment (OWN_TAG for kwh's; "" when none), ...}: what readers compare
+    (see _TAGS_SQL)."""
     return {f"{kind} {name}": text for kind, name, text in con.execute(_TAGS_SQL, [database]).fetchall()}
 
 
@@ -193,16 +195,22 @@ def changed_objects(recorded: dict | None, found: dict[str, str]) -> list[str]:
             + [f"{key} added" for key in sorted(found) if key not in recorded])
 
 
-def _changes_inside(path: Path, recorded: dict) -> list[str]:
-    """changed_objects of the file at `path`; [] where it cannot be opened (a DuckDB session that
-    writes to it holds it: nothing can be compared, nor rebuilt, until it closes)."""
+def _changes_inside(path: Path, recorded: dict, thorough: bool) -> list[str]:
+    """changed_objects of the file at `path`, by comment and (thorough) by definition; [] where it
+    cannot be opened (a DuckDB session that writes to it holds it: nothing can be compared, nor
+    rebuilt, until it closes)."""
     import duckdb
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error:
         return []
     try:
-        return changed_objects(recorded.get("objects"), object_digests(con, con.execute("SELECT current_database()").fetchall()[0][0]))
+        database = con.execute("SELECT current_database()").fetchall()[0][0]
+        changes = changed_objects(recorded.get("tags"), object_tags(con, database))
+        if thorough:
+            changes += [c for c in changed_objects(recorded.get("objects"), object_digests(con, database))
+                        if c not in changes]
+        return changes
     except duckdb.Error:
         return []
     finally:

@@ -74,6 +74,7 @@ def views_template() -> Path | None:
             con.execute(schema.schema_sql())
             _add_reference_tables(con)
             views.create_all(con, None)
+            _tag_own_objects(con)       # (those publish creates again get theirs there)
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -94,15 +95,16 @@ _stat = fast_read.file_stat
 CHANGED_OUTSIDE = fast_read.CHANGED_OUTSIDE
 
 
-def problem(warehouse) -> str | None:
+def problem(warehouse, thorough: bool = False) -> str | None:
     """Why warehouse.duckdb is not what kwh published for the catalog's generation (one line), or
-    None when it is (fast_read.published_problem, looking inside the file)."""
+    None when it is (fast_read.published_problem, looking inside the file; `thorough`: at every
+    definition too, as kwh check does)."""
     if not warehouse.exists:
         return None
     recorded = _recorded(warehouse)
     with warehouse.reader.connect() as con:
         current = catalog.generation(con)
-    return fast_read.published_problem(warehouse.root, recorded, current, look_inside=True)
+    return fast_read.published_problem(warehouse.root, recorded, current, look_inside=True, thorough=thorough)
 
 
 def is_stale(warehouse) -> bool:
@@ -193,12 +195,30 @@ def _warn(warnings: list[str]) -> list[str]:
     return warnings
 
 
-def _previous(warehouse, recorded: dict, untouched: bool) -> Path | None:
-    """The published warehouse.duckdb where it can stand in for views_template: exactly what kwh
-    published (`untouched`: no user object, no change, no WAL), with today's definitions, by this
-    DuckDB, every view still a view (nothing materialized)."""
-    if untouched and recorded.get("views_only") and recorded.get("duckdb") == duckdb.__version__:
+def _previous(warehouse, recorded: dict) -> Path | None:
+    """The published warehouse.duckdb where it can stand in for views_template: what kwh published
+    (size, mtime, no WAL: its names and comments are compared once copied), with today's
+    definitions, by this DuckDB, every view still a view (nothing materialized)."""
+    if (fast_read.published_problem(warehouse.root, recorded, None) is None and recorded.get("views_only")
+            and recorded.get("duckdb") == duckdb.__version__):
         return warehouse.duckdb_path
+    return None
+
+
+def _copy_of_previous(warehouse, fresh: Path, recorded: dict) -> duckdb.DuckDBPyConnection | None:
+    """A connection to `fresh`, a copy of the previous published file (see _previous), when its
+    tables and views are exactly those kwh published (compared in the copy: no second open of the
+    file); else None and no `fresh`."""
+    previous = _previous(warehouse, recorded)
+    if previous is None:
+        return None
+    shutil.copyfile(previous, fresh)
+    con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    if not fast_read.changed_objects(recorded.get("tags"), fast_read.object_tags(con, database)):
+        return con
+    con.close()     # changed inside, though its size and mtime are kwh's: start from the template
+    fresh.unlink()
     return None
 
 
@@ -214,19 +234,19 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
     # instead of the template: its views are bound already, and the template costs a process about
     # half a second to make (the fixed cost of every ingest's publish).
     recorded = _recorded(warehouse)
-    # exactly what kwh published for some generation (it is older than the catalog, or it would not be rebuilt)
-    untouched = fast_read.published_problem(warehouse.root, recorded, None, look_inside=True) is None
-    previous = _previous(warehouse, recorded, untouched)
-    template = previous or views_template()
-    if template is not None:
-        shutil.copyfile(template, fresh)
-    con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
+    con = _copy_of_previous(warehouse, fresh, recorded)
+    previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
+    template = warehouse.duckdb_path if previous else views_template()
+    if con is None:
+        if template is not None:
+            shutil.copyfile(template, fresh)
+        con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
     try:
         if template is not None:
             # the template's views were bound once over empty tables: swap those for the snapshot's
             # views over Parquet (nothing re-binds: DuckDB views keep no dependencies) and load the
             # warehouse's own thresholds
-            if previous is None:
+            if not previous:
                 for name in schema.tables():
                     con.execute(f'DROP TABLE "{name}"')
             else:
@@ -246,7 +266,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
-        if not untouched:
+        if not previous:
             _keep_user_objects(warehouse, con, warnings, recorded)
         _tag_own_objects(con)
         con.execute("CHECKPOINT")
@@ -271,14 +291,18 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
 
 
 def _tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
-    """Comment each of kwh's tables and views with the hash of its definition (see fast_read._TAGS_SQL):
-    what a user creates again in its place has no comment, which every reader notices."""
+    """Comment each of kwh's tables and views that lacks it with fast_read.OWN_TAG (see
+    fast_read._TAGS_SQL): what a user creates again in its place has no comment, which every reader
+    notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
     database = con.execute("SELECT current_database()").fetchall()[0][0]
     ours = own_objects()
-    for key, digest in fast_read.object_digests(con, database).items():
-        kind, name = key.split(" ", 1)
-        if name in ours:
-            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS 'kwh {digest}'")
+    untagged = [key.split(" ", 1) for key, tag in fast_read.object_tags(con, database).items()
+                if tag != fast_read.OWN_TAG and key.split(" ", 1)[1] in ours]
+    if untagged:
+        con.execute("BEGIN TRANSACTION")
+        for kind, name in untagged:
+            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(fast_read.OWN_TAG)}")
+        con.execute("COMMIT")
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
