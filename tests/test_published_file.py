@@ -111,6 +111,25 @@ def test_a_change_that_keeps_size_and_mtime_is_found_by_the_definitions_hash(war
     assert check.check(warehouse).ok
 
 
+def test_a_redefinition_under_kwhs_own_comment_is_found_and_repaired_by_check(warehouse):
+    """Readers compare names and comments (cheap); kwh check compares every definition's hash, and
+    its repair does not start from the changed file."""
+    expected = rows(warehouse, "SELECT count(*) FROM kernel_popularity")
+    assert expected[0][0] > 1
+    in_a_users_session(warehouse.duckdb_path, "CREATE OR REPLACE VIEW kernel_popularity AS SELECT 1 AS x",
+                       f"COMMENT ON VIEW kernel_popularity IS '{fast_read.OWN_TAG}'")
+    with warehouse.engine.begin() as con:     # and size and mtime as kwh recorded them
+        recorded = json.loads(con.execute(sa.select(catalog_info.c.value)
+                                          .where(catalog_info.c.key == publish.PUBLISHED_KEY)).scalar())
+        recorded["stat"] = fast_read.file_stat(warehouse.duckdb_path)
+        con.execute(catalog_info.update().where(catalog_info.c.key == publish.PUBLISHED_KEY)
+                    .values(value=json.dumps(recorded)))
+    assert shell_answer(warehouse.duckdb_path, "SELECT count(*) FROM kernel_popularity") == [(1,)]
+    assert "(view kernel_popularity redefined)" in check.check(warehouse).problems[0]
+    assert check.check(warehouse, repair=True).ok
+    assert shell_answer(warehouse.duckdb_path, "SELECT count(*) FROM kernel_popularity") == expected
+
+
 def test_readers_and_the_shell_agree_or_kwh_says_so(warehouse, capfd):
     in_a_users_session(warehouse.duckdb_path, "CREATE OR REPLACE VIEW kernels AS SELECT 1 AS x")
     # a writer is busy (its lock held): the reader cannot rebuild the file, answers from the catalog,

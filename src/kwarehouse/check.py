@@ -76,8 +76,10 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
                     files = sources.get(run_id) or ["(no source files recorded)"]
                     report.repaired.append(f"took out run {run_id} (rows lost with a missing or damaged file); "
                                            f"ingest its sources again to restore it: {', '.join(files)}")
-            if publish.problem(warehouse, thorough=True) or not _duckdb_opens(warehouse):
-                publish.publish(warehouse)
+            problem = publish.problem(warehouse, thorough=True)
+            if problem or not _duckdb_opens(warehouse):
+                # a changed file is not started from: what changed may not show in names and comments
+                publish.publish(warehouse, reuse_previous=not (problem or "").startswith(publish.CHANGED_OUTSIDE))
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
         after = check(warehouse, quick=quick)
         after.repaired = report.repaired

@@ -109,7 +109,7 @@ def read_path(root: Path, relative: str) -> Path:
 # The start of every problem that means someone other than kwh changed warehouse.duckdb (readers
 # warn about those: the DuckDB shell's answers then differ from kwh's).
 CHANGED_OUTSIDE = "changed outside kwh"
-OWN_TAG = "kwh's own: rebuilt by kwh; open this file with duckdb -readonly"
+OWN_TAG = "kwh: rebuilt by kwh after every commit; open this file with duckdb -readonly"
 PUBLISHED_FILE = "warehouse.duckdb"
 # Every table and view in a DuckDB database, with what defines it: a view's SQL; a table's columns
 # and its row count (a user who deletes gpu_peaks rows changes what the views answer).

@@ -135,9 +135,11 @@ def publish_if_stale(warehouse) -> bool:
     return False
 
 
-def publish(warehouse) -> list[str]:
+def publish(warehouse, reuse_previous: bool = True) -> list[str]:
     """Rebuild warehouse.duckdb from one catalog snapshot and swap it in; returns warnings (also
-    printed to stderr). Raises KwhError when it cannot be built; the old file then stays."""
+    printed to stderr). Raises KwhError when it cannot be built; the old file then stays.
+    reuse_previous=False: never start from the old file (kwh check found a definition changed that
+    its names, comments, size and mtime do not show)."""
     root = warehouse.root
     folder = warehouse.session_dir or warehouse.staging
     folder.mkdir(parents=True, exist_ok=True)
@@ -151,7 +153,7 @@ def publish(warehouse) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            views_only, objects, tags = _build(warehouse, fresh, snapshot, warnings)
+            views_only, objects, tags = _build(warehouse, fresh, snapshot, warnings, reuse_previous)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -222,7 +224,8 @@ def _copy_of_previous(warehouse, fresh: Path, recorded: dict) -> duckdb.DuckDBPy
     return None
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool, dict[str, str], dict[str, str]]:
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
+           reuse_previous: bool = True) -> tuple[bool, dict[str, str], dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
     materialized), which lets the next publish start from it, the hash of each of its tables' and
     views' definitions (fast_read.object_digests, which kwh check and writers compare) and their
@@ -234,7 +237,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> tuple[bool,
     # instead of the template: its views are bound already, and the template costs a process about
     # half a second to make (the fixed cost of every ingest's publish).
     recorded = _recorded(warehouse)
-    con = _copy_of_previous(warehouse, fresh, recorded)
+    con = _copy_of_previous(warehouse, fresh, recorded) if reuse_previous else None
     previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
     template = warehouse.duckdb_path if previous else views_template()
     if con is None:
