@@ -364,7 +364,7 @@ elif step == "committed":
     publish.publish = die                        # committed, warehouse.duckdb not rebuilt
 elif step == "building":
     real_build = publish._build
-    def half_build(warehouse, fresh, snapshot, warnings):
+    def half_build(warehouse, fresh, *rest):
         import duckdb
         duckdb.connect(str(fresh)).execute("CREATE TABLE half AS SELECT 1")
         os._exit(9)
