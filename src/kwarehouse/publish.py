@@ -319,10 +319,10 @@ def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
 
 def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str], recorded: dict) -> None:
     """Copy tables and views a user created in the old warehouse.duckdb into the new one, and set the
-    old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Called
-    only when the old file is not exactly what kwh wrote."""
+    old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Skipped
+    when the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
     old = warehouse.duckdb_path
-    if not old.exists():
+    if not old.exists() or fast_read.published_problem(warehouse.root, recorded, None, look_inside=True) is None:
         return
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
