@@ -20,11 +20,10 @@ What --repair does, problem by problem:
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass, field
-
 import filecmp
 import os
+import shutil
+from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow.parquet as pq

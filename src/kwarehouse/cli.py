@@ -566,7 +566,8 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
 
     CSV is UTF-8 with a header; column names carry units; numbers are plain decimals (no 1e-05).
     Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR) get
-    a leading single quote; numbers, -1.5 included, stay numbers. Rows stream to the file, so large extracts need little memory.
+    a leading single quote; numbers, -1.5 included, stay numbers. Rows stream to the file, so large
+    extracts need little memory.
 
     \b
     Example:

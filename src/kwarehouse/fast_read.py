@@ -120,7 +120,8 @@ _OBJECTS_SQL = ("SELECT 'view', view_name, sql FROM duckdb_views() WHERE databas
 # views' SQL costs DuckDB ~1 ms per view (~40 ms for the file); reading comments costs nothing.
 # kwh comments each of its objects with OWN_TAG, and DuckDB drops the comment of a view or table
 # that is created again (CREATE OR REPLACE), so a redefined object has none.
-_TAGS_SQL = ("SELECT 'view', view_name, coalesce(comment, '') FROM duckdb_views() WHERE database_name = $1 AND NOT internal "
+_TAGS_SQL = ("SELECT 'view', view_name, coalesce(comment, '') FROM duckdb_views() "
+             "WHERE database_name = $1 AND NOT internal "
              "UNION ALL SELECT 'table', table_name, coalesce(comment, '') FROM duckdb_tables() "
              "WHERE database_name = $1 AND NOT internal")
 
@@ -165,7 +166,9 @@ def published_problem(root: Path, recorded, generation: int | None, look_inside:
         return "older than the catalog"
     if recorded.get("definitions") != definitions(root) or "objects" not in recorded or "tags" not in recorded:
         return "built by another kwh (other view definitions, thresholds or checks)"
-    problem = None if recorded.get("stat") == stat else f"{CHANGED_OUTSIDE} (its size or time is not what kwh published)"
+    problem = None
+    if recorded.get("stat") != stat:
+        problem = f"{CHANGED_OUTSIDE} (its size or time is not what kwh published)"
     if look_inside or thorough:
         changes = _changes_inside(path, recorded, thorough)
         if changes:

@@ -336,7 +336,8 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     try:
         ours = own_objects()
         if recorded.get("root") == str(warehouse.root):      # (a copied warehouse's record is its original's)
-            changed = [c for c in fast_read.changed_objects(recorded.get("objects"), fast_read.object_digests(con, "previous"))
+            found = fast_read.object_digests(con, "previous")
+            changed = [c for c in fast_read.changed_objects(recorded.get("objects"), found)
                        if c.split()[1] in ours and not c.endswith(" added")]
             if changed:
                 kept = quarantine(warehouse.root, old, copy=True)
