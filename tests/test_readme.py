@@ -19,8 +19,8 @@ BIN = Path(sys.executable).parent
 
 # Lines that cannot run in the suite, with where they are covered instead.
 SKIPPED = {
-    "duckdb warehouse/warehouse.duckdb": "needs the DuckDB shell; tests/test_ingest.py opens warehouse.duckdb from "
-                                         "another process",
+    "duckdb -readonly warehouse/warehouse.duckdb": "an interactive DuckDB shell; tests/test_duckdb_shell.py runs "
+                                                   "the shell on warehouse.duckdb",
     "kwh spark-sql": "starts Spark (seconds each); tests/test_spark.py::test_spark_sql_command runs it",
     "kwh ingest --engine spark": "needs a Spark cluster; tests/test_spark.py ingests on local Spark",
 }

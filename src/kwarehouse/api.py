@@ -9,17 +9,25 @@
 
 The CLI and this API call the same library functions; queries see the committed runs of one
 catalog snapshot, taken again when a later commit changed the warehouse.
+
+Threads: each thread gets a DuckDB connection of its own (one connection refuses a second caller:
+"connection is busy"). A commit makes a thread take a new connection on its next call; the old one
+is never closed under anyone, so a relation taken before the commit still answers from its snapshot.
+A warehouse that was moved or lost a committed file is an error in sql() and table() alike, never
+an empty or short answer.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from kwarehouse import pipeline, schema, views
-from kwarehouse.store import Warehouse, _real_names
+from kwarehouse import fast_read, pipeline, schema, views
+from kwarehouse.errors import KwhError
+from kwarehouse.store import Snapshot, Warehouse, _real_names
 
 
 class KernelWarehouse:
@@ -27,18 +35,42 @@ class KernelWarehouse:
 
     def __init__(self, path: Path | str = "warehouse", catalog: str | None = None):
         self.warehouse = Warehouse(path, catalog)
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._generation: int | None = None
+        self._lock = threading.Lock()
+        # thread id -> (its connection, the catalog generation it shows); a thread that ended leaves
+        # its entry for close() (a later thread with the same id takes it over)
+        self._connections: dict[int, tuple[duckdb.DuckDBPyConnection, int]] = {}
+        self._identity: str | None = fast_read.folder_id(self.warehouse.root)
+
+    def _snapshot(self) -> Snapshot:
+        """The catalog's snapshot, after making sure the warehouse is still where it was opened and
+        every committed file is on disk (raises KwhError otherwise)."""
+        root = self.warehouse.root
+        found = fast_read.folder_id(root)
+        if self._identity is None:
+            self._identity = found       # a warehouse this object's first ingest created
+        elif found != self._identity:
+            where = "holds another warehouse now" if found else "no warehouse here any more (moved or deleted?)"
+            raise KwhError(f"{root}: {where}; open it where it is now: kwarehouse.open(PATH)")
+        snapshot = self.warehouse.snapshot()
+        missing = self.warehouse.missing_files(snapshot)
+        if missing:
+            raise KwhError(f"{root}: {len(missing)} committed file(s) are missing (first: {missing[0]}), so answers "
+                           "would lack their rows; kwh check names them, kwh check --repair takes their runs out")
+        return snapshot
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with every table and view; rebuilt after a commit changed the catalog."""
-        generation = self.warehouse.snapshot().generation
-        if self._con is None or generation != self._generation:
-            if self._con is not None:
-                self._con.close()
-            self._con = self.warehouse.connect()
-            self._generation = generation
-        return self._con
+        """This thread's DuckDB connection with every table and view; a new one after a commit changed
+        the catalog (the old one is left to its relations, never closed under them)."""
+        generation = self._snapshot().generation
+        thread = threading.get_ident()
+        with self._lock:
+            current = self._connections.get(thread)
+        if current is not None and current[1] == generation:
+            return current[0]
+        con = self.warehouse.connect()
+        with self._lock:
+            self._connections[thread] = (con, generation)
+        return con
 
     def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation: .pl() (polars), .df() (pandas), .arrow(), .fetchall(), .show()."""
@@ -50,14 +82,13 @@ class KernelWarehouse:
         if name not in schema.tables():
             raise KeyError(f"no table {name!r}; tables: {', '.join(schema.tables())}")
         spec = schema.tables()[name]
-        snapshot = self.warehouse.snapshot()
+        snapshot = self._snapshot()
         hive = {c: pl.String for c in spec.partition_columns}
         target = pl.from_arrow(spec.arrow.empty_table()).lazy()
         groups: dict[tuple, list[str]] = {}
         for relative in snapshot.files.get(name, []):
-            if self.warehouse.read_path(relative).exists():
-                real = _real_names(Path(relative), snapshot.names)
-                groups.setdefault(tuple(sorted(real.items())), []).append(str(self.warehouse.read_path(relative)))
+            real = _real_names(Path(relative), snapshot.names)
+            groups.setdefault(tuple(sorted(real.items())), []).append(str(self.warehouse.read_path(relative)))
         frames = [target]
         for real, group in groups.items():
             frame = pl.scan_parquet(group, hive_partitioning=True, hive_schema=hive, missing_columns="insert")
@@ -74,12 +105,19 @@ class KernelWarehouse:
     def ingest(self, *paths: Path | str, model: str | None = None, tags: dict[str, str] | None = None,
                format: str | None = None) -> pipeline.IngestReport:
         """Ingest exports (files or folders); returns the report (runs, skipped, failed)."""
-        return pipeline.ingest([Path(p) for p in paths], self.warehouse, format=format, model=model, tags=tags)
+        # a Warehouse of its own: a writer's state (its staging folder) is not the readers' business
+        writer = Warehouse(self.warehouse.root, self.warehouse.catalog_url)
+        report = pipeline.ingest([Path(p) for p in paths], writer, format=format, model=model, tags=tags)
+        if self._identity is None:
+            self._identity = fast_read.folder_id(self.warehouse.root)
+        return report
 
     def close(self) -> None:
-        if self._con is not None:
-            self._con.close()
-            self._con = None
+        """Close every thread's connection (relations taken from them stop answering)."""
+        with self._lock:
+            connections, self._connections = self._connections, {}
+        for con, _ in connections.values():
+            con.close()
 
     def __enter__(self) -> KernelWarehouse:
         return self

@@ -7,6 +7,12 @@ What --repair does, problem by problem:
 - a committed Parquet file that is missing or unreadable: the runs with rows in it are taken out of
   the warehouse (their other files retired, a damaged file moved to _quarantine/), and their source
   files forgotten, so ingesting those sources again brings the runs back; the lines say which;
+- a committed file missing from its table folder, or a different file there under its name, while
+  its _files/ link holds the committed one: the link is put back in the folder (the different file
+  moved to _quarantine/ first), since readers that glob the table folders (polars, pyarrow, DuckDB
+  read_parquet, Spark) read the folders, not the catalog;
+- a replaced (retired) file still in its table folder, which globbing readers count twice: taken
+  out of the folder (its _files/ link keeps it for the grace period, as every writer does);
 - warehouse.duckdb missing, stale, damaged or with a WAL beside it: rebuilt (publish.py);
 - files in the table folders that the catalog does not know: reported, never touched (they may be
   yours; kwh only writes files it records first).
@@ -14,6 +20,9 @@ What --repair does, problem by problem:
 
 from __future__ import annotations
 
+import filecmp
+import os
+import shutil
 from dataclasses import dataclass, field
 
 import duckdb
@@ -44,9 +53,14 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
     quick: read only each Parquet file's footer, not every page."""
     if repair:
         report = CheckReport()
-        with warehouse.writer() as repairs:
+        retired_in_folders = _retired_in_folders(warehouse) if warehouse.exists else []
+        with warehouse.writer() as repairs:     # its repair takes retired files out of their folders
             report.repaired.extend(repairs)
+            report.repaired.extend(f"took the replaced {path} out of its table folder" for path in retired_in_folders
+                                   if not (warehouse.root / path).exists())
             found = _inspect(warehouse, quick)
+            for path in found.misplaced:
+                report.repaired.append(_relink(warehouse, path))
             damaged = found.damaged_runs
             if damaged:
                 sources = _sources_of(warehouse, damaged)
@@ -61,8 +75,10 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
                     files = sources.get(run_id) or ["(no source files recorded)"]
                     report.repaired.append(f"took out run {run_id} (rows lost with a missing or damaged file); "
                                            f"ingest its sources again to restore it: {', '.join(files)}")
-            if publish.is_stale(warehouse) or not _duckdb_opens(warehouse):
-                publish.publish(warehouse)
+            problem = publish.problem(warehouse, thorough=True)
+            if problem or not _duckdb_opens(warehouse):
+                # a changed file is not started from: what changed may not show in names and comments
+                publish.publish(warehouse, reuse_previous=not (problem or "").startswith(publish.CHANGED_OUTSIDE))
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
         after = check(warehouse, quick=quick)
         after.repaired = report.repaired
@@ -75,6 +91,7 @@ class _Found(CheckReport):
     """A check's report and what --repair needs to act on it."""
     damaged_runs: set[str] = field(default_factory=set)
     corrupt: list[str] = field(default_factory=list)
+    misplaced: list[str] = field(default_factory=list)    # committed, but its table folder lacks it or holds another file
 
 
 def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
@@ -109,6 +126,14 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
                 found.problems.append(f"{path}: committed but unreadable (damaged)" + _runs_note(runs_of.get(path)))
                 found.corrupt.append(path)
         found.damaged_runs |= runs_of.get(path, set())
+    for path in sorted({**committed, **rollups}):
+        problem = _folder_problem(warehouse, path)
+        if problem:
+            found.problems.append(f"{path}: {problem}")
+            found.misplaced.append(path)
+    for path in _retired_in_folders(warehouse, retired):
+        found.problems.append(f"{path}: replaced, but still in its table folder: readers that glob the table "
+                              "folders count its rows twice; kwh check --repair takes it out")
     with_files = set().union(*runs_of.values()) if runs_of else set()
     for run_id in sorted(run_ids - with_files):
         found.problems.append(f"run {run_id}: in the catalog with no Parquet files")
@@ -126,20 +151,76 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
                         if p.is_file() and p.relative_to(root).as_posix() not in known]
     if unknown:
         found.notes.append(f"{len(unknown)} file(s) in the table folders are not in the catalog and are left alone "
-                           f"(first: {unknown[0]}); views never read them")
+                           f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); kwh's views never read "
+                           "them, but readers that glob the table folders do")
     staging = root / "_staging"
     if staging.is_dir():
         strays = [p for p in staging.iterdir() if f"_staging/{p.name}" not in known]
         if strays:
             found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
-    if not warehouse.duckdb_path.exists():
-        found.problems.append(f"{warehouse.duckdb_path.name}: missing")
-    elif publish.is_stale(warehouse):
-        found.problems.append(f"{warehouse.duckdb_path.name}: older than the catalog (or built for another folder)")
+    published = publish.problem(warehouse, thorough=True)
+    if published is not None and published.startswith(publish.CHANGED_OUTSIDE):
+        found.problems.append(f"{warehouse.duckdb_path.name}: {published}: DuckDB sessions reading it get other "
+                              "answers than kwh; kwh check --repair rebuilds it (your own tables and views are "
+                              "kept); open it with duckdb -readonly")
+    elif published is not None:
+        found.problems.append(f"{warehouse.duckdb_path.name}: {published}; kwh check --repair rebuilds it")
     elif not _duckdb_opens(warehouse):
         found.problems.append(f"{warehouse.duckdb_path.name}: cannot be opened (damaged, or open in a DuckDB session)")
     return found
+
+
+def _folder_problem(warehouse: Warehouse, path: str) -> str | None:
+    """What is wrong with a committed file's table-folder copy, which globbing readers read, against
+    its _files/ link, which kwh's views read; None when they agree (or there is no link to compare
+    with: a file an older kwh wrote, a file system without hard links)."""
+    link, tree = warehouse.root / store.FILES / path, warehouse.root / path
+    if not link.is_file() or link.is_symlink():
+        return None
+    if not tree.exists() and not tree.is_symlink():
+        return (f"missing from its table folder (its {store.FILES}/ link still holds it): readers that glob the "
+                "table folders miss its rows; kwh check --repair puts it back")
+    try:
+        same = os.path.samefile(link, tree) or (tree.is_file() and filecmp.cmp(link, tree, shallow=False))
+    except OSError:
+        same = False
+    if same:
+        return None
+    return (f"differs from the committed file (its {store.FILES}/ link): readers that glob the table folders "
+            "read other rows; kwh check --repair sets it aside and puts the committed file back")
+
+
+def _relink(warehouse: Warehouse, path: str) -> str:
+    """Put a committed file's _files/ link back in its table folder; a different file there is moved
+    to _quarantine/ first (kwh cannot prove it wrote it). Returns the line for the report."""
+    root = warehouse.root
+    link, tree = root / store.FILES / path, root / path
+    if not tree.parent.resolve().is_relative_to(root.resolve()):
+        return f"left {path} alone: its table folder leads out of the warehouse (a symlink)"
+    kept = None
+    if tree.exists() or tree.is_symlink():
+        kept = publish.quarantine(root, tree)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(link, tree)
+    except OSError:
+        shutil.copy2(link, tree)      # no hard links across this file system: the views then read the copy
+    if kept is not None:
+        return f"put the committed {path} back in its table folder; the file that was there is kept at " \
+               f"{kept.relative_to(root)}"
+    return f"put the committed {path} back in its table folder"
+
+
+def _retired_in_folders(warehouse: Warehouse, retired: set[str] | None = None) -> list[str]:
+    """Replaced files still in their table folders (a writer died between its commit and taking
+    them out); only where their _files/ link exists, which is what lets kwh take them out."""
+    if retired is None:
+        with warehouse.reader.connect() as con:
+            retired = set(con.execute(sa.select(catalog_retired.c.path)).scalars())
+    root = warehouse.root
+    return sorted(p for p in retired if (root / p).is_file() and not (root / p).is_symlink()
+                  and (root / store.FILES / p).is_file())
 
 
 def _runs_note(runs: set[str] | None) -> str:

@@ -581,7 +581,9 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
     """Write a view, table, .sql file or query to CSV (or Parquet, JSON) for design reviews.
 
     CSV is UTF-8 with a header; column names carry units; numbers are plain decimals (no 1e-05).
-    Rows stream to the file, so large extracts need little memory.
+    Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR) get
+    a leading single quote; numbers, -1.5 included, stay numbers. Rows stream to the file, so large
+    extracts need little memory.
 
     \b
     Example:

@@ -3,7 +3,10 @@
 DuckDB's COPY streams the rows to the file, so a large extract needs bounded memory. CSV is UTF-8
 with a header row; column names carry their units (duration_ns, dram_bytes, l2_hit_pct); floating
 point columns are written as plain decimals (up to 15 significant digits, 9 places) so spreadsheets
-never meet 1e-05 or 3.3e+12; the column order is the view's (or --columns').
+never meet 1e-05 or 3.3e+12; the column order is the view's (or --columns'). A text cell that a
+spreadsheet would run as a formula (it starts with =, +, -, @, a tab or a carriage return: OWASP's
+CSV injection) is written with a leading single quote, unless the text is a plain number (-1.5):
+kernel names, model names and tags come from whoever made the export.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ def format_for(output: Path, fmt: str | None) -> str:
                        f"name it .csv, .parquet, .json or .jsonl, or pass --format")
     return by_name
 FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL")
+TEXT_TYPES = ("VARCHAR",)
+# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection"), and a plain number,
+# which may start with + or - but runs nothing.
+FORMULA_START = r"^[=+@\t\r-]"
+PLAIN_NUMBER = r"[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
 
 
 def source_query(con: duckdb.DuckDBPyConnection, source: str) -> str:
@@ -97,4 +105,8 @@ def _column(name: str, kind: str, fmt: str) -> str:
         fixed = f"printf('%.' || CAST({decimals} AS VARCHAR) || 'f', {quoted})"
         trimmed = f"CASE WHEN contains({fixed}, '.') THEN rtrim(rtrim({fixed}, '0'), '.') ELSE {fixed} END"
         return f"CASE WHEN isfinite({quoted}) THEN {trimmed} ELSE CAST({quoted} AS VARCHAR) END AS {quoted}"
+    if fmt == "csv" and kind.upper() in TEXT_TYPES:
+        return (f"CASE WHEN regexp_matches({quoted}, {sql_string(FORMULA_START)}) "
+                f"AND NOT regexp_full_match({quoted}, {sql_string(PLAIN_NUMBER)}) "
+                f"THEN chr(39) || {quoted} ELSE {quoted} END AS {quoted}")
     return quoted

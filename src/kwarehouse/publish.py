@@ -10,9 +10,18 @@ The promises, and how they are kept:
   only after the published file stopped naming it;
 - a WAL left beside it by someone's crashed DuckDB session belongs to the file being replaced: it
   is moved to _quarantine/ (never deleted), since DuckDB would replay it into the new file;
-- tables and views users created in it are copied into the new file; when the old file cannot be
-  opened (a session holds it, or it is damaged) it is moved to _quarantine/ with a warning instead
-  of being overwritten. The README suggests a database of their own (ATTACH) for such objects.
+- verified, not trusted: the hash of every table's and view's definition is recorded with it, and
+  fast_read.published_problem (the one test of "current") compares it, with the file's size and
+  mtime, on every reader start and in kwh check. A file changed outside kwh (a user who ran
+  `create or replace view kernels as select 1` in `duckdb warehouse/warehouse.duckdb`) is rebuilt
+  by the next writer, by a reader when no writer is busy, or by kwh check --repair; a reader that
+  cannot rebuild it answers from the catalog and says that DuckDB sessions reading the file get
+  other answers;
+- tables and views users created in it are copied into the new file; kwh's own objects that a user
+  changed or dropped are rebuilt, and the changed file is kept in _quarantine/ with a warning; when
+  the old file cannot be opened (a session holds it, or it is damaged) it is moved to _quarantine/
+  with a warning instead of being overwritten. The README says to open the file -readonly and
+  suggests a database of their own (ATTACH) for such objects.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ def views_template() -> Path | None:
             con.execute(schema.schema_sql())
             _add_reference_tables(con)
             views.create_all(con, None)
+            _tag_own_objects(con)       # (those publish creates again get theirs there)
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -78,49 +88,44 @@ def views_template() -> Path | None:
 def _recorded(warehouse) -> dict:
     with warehouse.reader.connect() as con:
         text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PUBLISHED_KEY)).scalar()
-    try:
-        return json.loads(text) if text else {}
-    except ValueError:
-        return {}
+    return fast_read.recorded_publish(text)
 
 
 _stat = fast_read.file_stat
+CHANGED_OUTSIDE = fast_read.CHANGED_OUTSIDE
 
 
-def is_stale(warehouse) -> bool:
-    """Whether warehouse.duckdb is missing, older than the catalog, built for another folder, or has
-    a WAL beside it."""
+def problem(warehouse, thorough: bool = False) -> str | None:
+    """Why warehouse.duckdb is not what kwh published for the catalog's generation (one line), or
+    None when it is (fast_read.published_problem, looking inside the file; `thorough`: at every
+    definition too, as kwh check does)."""
     if not warehouse.exists:
-        return False
+        return None
     recorded = _recorded(warehouse)
     with warehouse.reader.connect() as con:
         current = catalog.generation(con)
-    # (a warehouse copied or moved elsewhere has views naming the old folder's files)
-    return (recorded.get("generation") != current or recorded.get("root") != str(warehouse.root)
-            or recorded.get("definitions") != definitions(warehouse.root)
-            or not warehouse.duckdb_path.exists() or Path(f"{warehouse.duckdb_path}.wal").exists())
+    return fast_read.published_problem(warehouse.root, recorded, current, look_inside=True, thorough=thorough)
 
 
-def open_published(warehouse, snapshot) -> duckdb.DuckDBPyConnection | None:
-    """An in-memory connection that reads warehouse.duckdb's tables and views, when that file is
-    exactly what kwh published for this snapshot with today's definitions (no user change, no WAL);
-    else None. Opening a file binds none of its views, so a reader pays only for the views it
-    queries, where creating ~30 nested views in memory binds every one (seconds). What the user
-    creates goes to the in-memory database, never into the file."""
+def is_stale(warehouse) -> bool:
+    """Whether warehouse.duckdb must be rebuilt: missing, older than the catalog, built for another
+    folder or by another kwh, or changed outside kwh (see problem)."""
+    return problem(warehouse) is not None
+
+
+def open_published(warehouse, snapshot) -> tuple[duckdb.DuckDBPyConnection | None, str | None]:
+    """(an in-memory connection that reads warehouse.duckdb's tables and views, None) when that file
+    is exactly what kwh published for this snapshot; else (None, why not, or None where nothing is
+    wrong with it but it cannot be attached). Opening a file binds none of its views, so a reader pays
+    only for the views it queries, where creating ~30 nested views in memory binds every one
+    (seconds). What the user creates goes to the in-memory database, never into the file."""
     recorded = _recorded(warehouse)
-    path = warehouse.duckdb_path
-    if (recorded.get("generation") != snapshot.generation or recorded.get("root") != str(warehouse.root)
-            or recorded.get("stat") is None or recorded.get("stat") != _stat(path)
-            or Path(f"{path}.wal").exists() or recorded.get("definitions") != definitions(warehouse.root)):
-        return None
-    con = duckdb.connect()
-    try:
-        con.execute(f"ATTACH {_literal(path)} AS kwh_published (READ_ONLY)")
-        con.execute("SET search_path = 'memory.main,kwh_published.main'")
-    except duckdb.Error:
-        con.close()      # held by a session that writes to it, or damaged: build the views in memory
-        return None
-    return con
+    found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation)
+    if found is not None:
+        if found.startswith(CHANGED_OUTSIDE):      # name what changed, where the file can be opened
+            found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation, look_inside=True)
+        return None, found
+    return fast_read.attach_published(warehouse.root, recorded)
 
 
 def publish_if_stale(warehouse) -> bool:
@@ -130,9 +135,11 @@ def publish_if_stale(warehouse) -> bool:
     return False
 
 
-def publish(warehouse) -> list[str]:
+def publish(warehouse, reuse_previous: bool = True) -> list[str]:
     """Rebuild warehouse.duckdb from one catalog snapshot and swap it in; returns warnings (also
-    printed to stderr). Raises KwhError when it cannot be built; the old file then stays."""
+    printed to stderr). Raises KwhError when it cannot be built; the old file then stays.
+    reuse_previous=False: never start from the old file (kwh check found a definition changed that
+    its names, comments, size and mtime do not show)."""
     root = warehouse.root
     folder = warehouse.session_dir or warehouse.staging
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,7 +153,7 @@ def publish(warehouse) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            views_only = _build(warehouse, fresh, snapshot, warnings)
+            views_only, objects, tags = _build(warehouse, fresh, snapshot, warnings, reuse_previous)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -165,7 +172,8 @@ def publish(warehouse) -> list[str]:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
-                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only})))
+                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
+                 "objects": objects, "tags": tags})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -189,39 +197,59 @@ def _warn(warnings: list[str]) -> list[str]:
     return warnings
 
 
-def _previous(warehouse) -> Path | None:
-    """The published warehouse.duckdb where it can stand in for views_template: exactly what kwh
-    published (no user object, no WAL), with today's definitions, by this DuckDB, every view still a
-    view (nothing materialized)."""
-    path = warehouse.duckdb_path
-    recorded = _recorded(warehouse)
-    if (recorded.get("views_only") and recorded.get("stat") == _stat(path) and recorded.get("root") == str(warehouse.root)
-            and recorded.get("definitions") == definitions(warehouse.root) and recorded.get("duckdb") == duckdb.__version__
-            and not Path(f"{path}.wal").exists()):
-        return path
+def _previous(warehouse, recorded: dict) -> Path | None:
+    """The published warehouse.duckdb where it can stand in for views_template: what kwh published
+    (size, mtime, no WAL: its names and comments are compared once copied), with today's
+    definitions, by this DuckDB, every view still a view (nothing materialized)."""
+    if (fast_read.published_problem(warehouse.root, recorded, None) is None and recorded.get("views_only")
+            and recorded.get("duckdb") == duckdb.__version__):
+        return warehouse.duckdb_path
     return None
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
+def _copy_of_previous(warehouse, fresh: Path, recorded: dict) -> duckdb.DuckDBPyConnection | None:
+    """A connection to `fresh`, a copy of the previous published file (see _previous), when its
+    tables and views are exactly those kwh published (compared in the copy: no second open of the
+    file); else None and no `fresh`."""
+    previous = _previous(warehouse, recorded)
+    if previous is None:
+        return None
+    shutil.copyfile(previous, fresh)
+    con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    if not fast_read.changed_objects(recorded.get("tags"), fast_read.object_tags(con, database)):
+        return con
+    con.close()     # changed inside, though its size and mtime are kwh's: start from the template
+    fresh.unlink()
+    return None
+
+
+def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
+           reuse_previous: bool = True) -> tuple[bool, dict[str, str], dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
-    materialized), which lets the next publish start from it."""
+    materialized), which lets the next publish start from it, the hash of each of its tables' and
+    views' definitions (fast_read.object_digests, which kwh check and writers compare) and their
+    comments (fast_read.object_tags, which readers compare)."""
     from kwarehouse.store import _add_reference_tables
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
     # instead of the template: its views are bound already, and the template costs a process about
     # half a second to make (the fixed cost of every ingest's publish).
-    previous = _previous(warehouse)
-    template = previous or views_template()
-    if template is not None:
-        shutil.copyfile(template, fresh)
-    con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
+    recorded = _recorded(warehouse)
+    con = _copy_of_previous(warehouse, fresh, recorded) if reuse_previous else None
+    previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
+    template = warehouse.duckdb_path if previous else views_template()
+    if con is None:
+        if template is not None:
+            shutil.copyfile(template, fresh)
+        con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
     try:
         if template is not None:
             # the template's views were bound once over empty tables: swap those for the snapshot's
             # views over Parquet (nothing re-binds: DuckDB views keep no dependencies) and load the
             # warehouse's own thresholds
-            if previous is None:
+            if not previous:
                 for name in schema.tables():
                     con.execute(f'DROP TABLE "{name}"')
             else:
@@ -241,7 +269,9 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
-        _keep_user_objects(warehouse, con, warnings)
+        if not previous:
+            _keep_user_objects(warehouse, con, warnings, recorded)
+        _tag_own_objects(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -256,9 +286,26 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str]) -> bool:
             raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
                            "the committed data is safe: free space if the disk is full, then run kwh check --repair")
         check.execute("SELECT count(*) FROM runs").fetchall()
+        database = check.execute("SELECT current_database()").fetchall()[0][0]
+        objects, tags = fast_read.object_digests(check, database), fast_read.object_tags(check, database)
     finally:
         check.close()
-    return views_only
+    return views_only, objects, tags
+
+
+def _tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
+    """Comment each of kwh's tables and views that lacks it with fast_read.OWN_TAG (see
+    fast_read._TAGS_SQL): what a user creates again in its place has no comment, which every reader
+    notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    ours = own_objects()
+    untagged = [key.split(" ", 1) for key, tag in fast_read.object_tags(con, database).items()
+                if tag != fast_read.OWN_TAG and key.split(" ", 1)[1] in ours]
+    if untagged:
+        con.execute("BEGIN TRANSACTION")
+        for kind, name in untagged:
+            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(fast_read.OWN_TAG)}")
+        con.execute("COMMIT")
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
@@ -270,11 +317,12 @@ def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
         return 0
 
 
-def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str]) -> None:
-    """Copy tables and views a user created in the old warehouse.duckdb into the new one. Skipped when
-    the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
+def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str], recorded: dict) -> None:
+    """Copy tables and views a user created in the old warehouse.duckdb into the new one, and set the
+    old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Skipped
+    when the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
     old = warehouse.duckdb_path
-    if not old.exists() or (_recorded(warehouse).get("stat") == _stat(old) and not Path(f"{old}.wal").exists()):
+    if not old.exists() or fast_read.published_problem(warehouse.root, recorded, None, look_inside=True) is None:
         return
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
@@ -287,6 +335,15 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
         return
     try:
         ours = own_objects()
+        if recorded.get("root") == str(warehouse.root):      # (a copied warehouse's record is its original's)
+            found = fast_read.object_digests(con, "previous")
+            changed = [c for c in fast_read.changed_objects(recorded.get("objects"), found)
+                       if c.split()[1] in ours and not c.endswith(" added")]
+            if changed:
+                kept = quarantine(warehouse.root, old, copy=True)
+                warnings.append(f"{old.name} had been {CHANGED_OUTSIDE} ({', '.join(changed)}); rebuilt with kwh's own "
+                                f"definitions, the changed file is kept at {kept}; open it with duckdb -readonly, and "
+                                "keep views of your own in a database of yours (see the README)")
         tables = [r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'previous' AND NOT internal").fetchall()
             if r[0] not in ours]

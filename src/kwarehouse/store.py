@@ -914,9 +914,14 @@ class Warehouse:
                   "their rows are left out of every answer: run kwh check", file=sys.stderr)
         if not missing:
             from kwarehouse import publish
-            published = publish.open_published(self, snapshot)
+            published, problem = publish.open_published(self, snapshot)
             if published is not None:
                 return published
+            if problem is not None and problem.startswith(publish.CHANGED_OUTSIDE):
+                # the rebuild above could not run (a writer is busy, the folder is read-only, a session holds it)
+                print(f"kwh: warning: {self.duckdb_path.name} was {problem}: DuckDB sessions reading it get other "
+                      "answers than kwh, which answers from the catalog; kwh check --repair rebuilds it (open it "
+                      "with duckdb -readonly)", file=sys.stderr)
         con = duckdb.connect()
         for statement in self.view_sql(snapshot):
             try:
