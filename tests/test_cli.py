@@ -114,7 +114,8 @@ def test_views_lists_every_view_with_its_description(run):
     lines = run("views").output.splitlines()
     assert lines[0].split() == ["view", "description"]
     assert lines[2].startswith("bottleneck_class         Bottleneck of each launch (compute-bound, memory-bound, "
-                               "cache-inefficient, latency-bound, occupancy-limited, grid-too-small, launch-overhead or mixed)")
+                               "cache-inefficient, latency-bound, occupancy-limited, grid-too-small, launch-overhead or mixed; "
+                               "'not enough data' where the export lacks a metric the verdict needs")
     assert lines[-1] == f"({len(views_lib.all_views())} rows)"
 
 
@@ -131,7 +132,7 @@ def test_query_runs_a_view_with_where_and_limit(run):
     result = run("query", "bottleneck_class", "--where", "bottleneck = 'memory-bound' AND limiting_unit = 'dram'", "--csv")
     lines = result.output.splitlines()
     assert lines[0].startswith("run_id,launch_id,model,gpu,kernel_id,library,op_class,kernel_base,bottleneck,limiting_unit,"
-                               "seed_class,ncu_verdict,agrees_with_ncu,disagreement,decided_by,fix,duration_ns,")
+                               "seed_class,ncu_verdict,agrees_with_ncu,disagreement,decided_by,fix,missing_data,framework,duration_ns,")
     assert [line.split(",")[7] for line in lines[1:]] == ["saxpy", "cub::detail::reduce::DeviceReduceKernel"]
     assert run("query", "library_share", "--limit", "1").output == (
         "model        gpu                    library  op_class  launches  gpu_time_ns  op_class_pct  library_pct  time_basis  counter_coverage_pct\n"

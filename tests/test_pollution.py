@@ -105,10 +105,6 @@ KNOWN_LOST: dict[str, str] = {
         "lost: touched rows changed with no warning: gpu_samples: 1 row(s) missing, e.g. field='memory_clock' [value: 2619000000.0 -> 2619000.0]; gpu_samples: 1 row(",
     'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::non-utf8-in-name':
         "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='smsp__thread_inst_executed_per_inst_executed.ratio' [metric",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::stderr-mid-row':
-        "lost: touched rows changed with no warning: kernels: 1 row(s) missing, e.g. launch_id=2, kernel_name='void at::vectorized_elementwise_kernel<2, at::CUDAFunc",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::unseen-rule-text':
-        'crashed: the ingest raised KwhError: internal: table rules has NULLs in NOT NULL column rule_name (schema.py:99)',
     'tests/data/torch-trace-custom_cupy/trace.json::bom':
         'lost: silently skipped: not a profiler export (JSON)',
 }

@@ -6,6 +6,8 @@ import pathlib
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 
 from kwarehouse import ingest
@@ -91,8 +93,16 @@ def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):
     lines[22] = "x" + lines[22]
     path = tmp_path / "stats_stdout.csv"
     path.write_text("".join(lines))
-    with pytest.raises(InputError, match=r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)"):
-        ingest.read(path)
+    # a bad row in a table kwh needs is that row's warning (issue 31): each bad row is named in row order
+    # and left out, the rest of the file is read
+    clean = ingest.read(DATA / "nsys-stats-derived-a100/stats_stdout.csv")
+    result = ingest.read(path)
+    warnings = [str(w) for w in result.warnings]
+    assert len(warnings) == 2
+    assert re.search(r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)", warnings[0])
+    assert re.search(r"stats_stdout.csv:23: 'x1158713065' is not a number \(column Start of cuda_gpu_trace\)",
+                     warnings[1])
+    assert result.timeline.height == clean.timeline.height - 2
 
 
 @pytest.mark.parametrize("edit, error", [
@@ -116,8 +126,12 @@ def test_a_bad_stats_summary_cell_is_named_by_its_row(tmp_path, edit, error):
     csv.writer(out, lineterminator="\n").writerows(rows)
     path = tmp_path / "summary_cuda_gpu_kern_sum.csv"
     path.write_text(out.getvalue())
-    with pytest.raises(InputError, match=error):
-        ingest.read(path)
+    clean = ingest.read(DATA / "nsys-stats-rtx5090/summary_cuda_gpu_kern_sum.csv")
+    result = ingest.read(path)   # bad rows are warnings (issue 31), each named by its own line
+    warnings = [str(w) for w in result.warnings]
+    assert len(warnings) == 2 and re.search(error, warnings[0])
+    assert re.search(r"summary_cuda_gpu_kern_sum.csv:6: 'n/a\?' is not a number", warnings[1])
+    assert result.summaries.height == clean.summaries.height - 2
 
 
 def test_an_nsys_export_is_opened_once_for_its_sniff_and_its_read(monkeypatch, tmp_path):

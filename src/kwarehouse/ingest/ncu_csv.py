@@ -8,9 +8,11 @@ columns. Everything here is defensive and every failure names the file and line.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import polars as pl
@@ -256,3 +258,25 @@ def reject_locale_numbers(path: Path, cells: pl.Series) -> None:
         line = data.count(b"\n", 0, at) + 1 if at >= 0 else None
         raise InputError(path, f"numbers are locale-formatted ({cell!r}); re-export with LC_ALL=C so ncu "
                          "prints 27,595,520", line=line)
+
+
+@functools.cache
+def base_unit_errata() -> dict[tuple[str, str], tuple[str, float]]:
+    """(metric, unit ncu's base units print) -> (unit ncu's default page prints, factor): ncu_base_unit_errata.csv."""
+    lines = [line for line in resources.files("kwarehouse.ingest").joinpath("ncu_base_unit_errata.csv")
+             .read_text().splitlines() if not line.startswith("#")]
+    return {(row["metric"], row["base_unit"]): (row["printed_unit"], float(row["factor"]))
+            for row in csv.DictReader(lines)}
+
+
+def undo_base_unit_errata(metrics: pl.DataFrame) -> pl.DataFrame:
+    """Long metric rows (metric, unit, value_text) of a page in base units, with the metrics ncu's base
+    units multiply by a denominator's prefix given back in the unit its default page prints."""
+    errata = base_unit_errata()
+    unit, text = pl.col("unit"), pl.col("value_text")
+    for (metric, base_unit), (printed, factor) in errata.items():
+        this = (pl.col("metric") == metric) & (unit == base_unit)
+        number = text.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+        text = pl.when(this & number.is_not_null()).then((number / factor).cast(pl.String)).otherwise(text)
+        unit = pl.when(this & number.is_not_null()).then(pl.lit(printed)).otherwise(unit)
+    return metrics.with_columns(text.alias("value_text"), unit.alias("unit"))

@@ -52,9 +52,12 @@ class NcuRawCsv:
         if "device__attribute_display_name" in frame.columns:
             names = launches_rows["device__attribute_display_name"].drop_nulls()
             gpu = names[0] if names.len() else None
+        base_units = all(to_base(u)[1] == 1.0 for u in set(units.values()))
+        if base_units:
+            metrics = ncu_csv.undo_base_unit_errata(metrics)
         return ReadResult(path=path, format=self.name, page="raw", launches=launches, metrics=metrics,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), gpu_name=gpu,
-                          base_units=all(to_base(u)[1] == 1.0 for u in set(units.values())))
+                          base_units=base_units)
 
 
 def long_metrics(rows: pl.DataFrame, metric_names: list[str], units: dict[str, str]) -> pl.DataFrame:

@@ -17,6 +17,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import ncu_csv
 from kwarehouse.ingest.base import LAUNCH_COLUMNS, METRIC_COLUMNS, ReadResult
 
 MAGIC = b"NVR\x00"
@@ -72,7 +73,9 @@ class NcuRep:
         schema = {**LAUNCH_COLUMNS, "kernel_mangled": pl.String}
         return ReadResult(path=path, format=self.name, page="raw",
                           launches=pl.DataFrame(launches, schema=schema),
-                          metrics=pl.DataFrame(metrics, schema=METRIC_COLUMNS, orient="row"),
+                          # the API's values are in ncu's base units, errata and all (ncu_base_unit_errata.csv)
+                          metrics=ncu_csv.undo_base_unit_errata(
+                              pl.DataFrame(metrics, schema=METRIC_COLUMNS, orient="row")),
                           gpu_name=gpu, base_units=True)
 
 

@@ -6,9 +6,10 @@ ncu prefixes are decimal (a Kbyte is 1,000 bytes: launch__shared_mem_config_size
 The goal is the numbers ncu itself prints with --print-units base, so both exports of one report agree,
 with one exception: a prefix in a denominator divides (0.956 "%/Kbyte" is 0.000956 "%/byte": a thousand
 times fewer percent per byte than per kilobyte). ncu's --print-units base multiplies there instead
-(1.591 "%/Kbyte" becomes 1,591 "%/byte" in the corpus's llama.raw.baseunits.csv, a millionfold off);
-such a page prints only the base unit, so kwh cannot undo that: the default export's value is the
-right one, and it wins where both pages of a report are ingested (normalize.PAGE_PRIORITY). Time in a
+(1.591 "%/Kbyte" becomes 1,591 "%/byte" in the corpus's llama.raw.baseunits.csv, a millionfold off,
+and so does the report API a .ncu-rep is read through); such a page prints only the base unit, so the
+readers give the metrics ingest/ncu_base_unit_errata.csv names back in the unit ncu's default page
+prints, and the conversion here is then right for every page. Time in a
 denominator is a rate and stays per second.
 """
 
