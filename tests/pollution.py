@@ -25,7 +25,7 @@ The harness (`Harness.score`) classifies each variant. Definitions (strict, in t
   have, or touched rows are missing or changed with no warning naming the file.
 * **intact**: the file went in, and the stored rows of every table equal those of the clean
   original ingested alone, except rows the pollution touched, which may be missing or changed only
-  when a warning names the file (`IngestReport.warnings`, where the readers add it, or a note of its
+  when a warning names the file (`RunSummary.warnings`, where the readers add it, or a note of its
   run that the clean original's run does not have). Two documented exceptions need no warning: an
   `n/a`/empty cell may come back as a NULL value (or, in the long `metrics` table, as no row), and
   an ncu rule message kwh has never seen is stored with its text (its rule name may then be empty).
@@ -921,7 +921,9 @@ class Harness:
             if not my_runs:
                 skipped = [why for path, why in report.skipped if polluted.name in path]
                 return Outcome(variant, "lost", f"silently skipped: {skipped[0] if skipped else 'not read, no error'}")
-            warnings = [str(w) for w in getattr(report, "warnings", []) if shown in str(w) or polluted.name in str(w)]
+            # the readers' row warnings travel on the runs (RunSummary.warnings; the report has none of its own)
+            warnings = [str(w) for w in [*getattr(report, "warnings", []), *(w for r in my_runs for w in r.warnings)]
+                        if shown in str(w) or polluted.name in str(w)]
             notes = [n for r in my_runs for n in r.notes if n not in reference.notes]
             stored = _stored(warehouse, [r.run_id for r in my_runs], [], variant.allowed)
             return compare(variant, reference, stored, warnings + notes)
