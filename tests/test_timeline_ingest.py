@@ -3,6 +3,7 @@ json.loads path, sniffing tries the byte-test guesses first, and bench/timelines
 
 import importlib.util
 import pathlib
+import re
 import sys
 from pathlib import Path
 
@@ -91,8 +92,12 @@ def test_a_bad_stats_gpu_trace_cell_is_named_by_its_row_and_column(tmp_path):
     lines[22] = "x" + lines[22]
     path = tmp_path / "stats_stdout.csv"
     path.write_text("".join(lines))
-    with pytest.raises(InputError, match=r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)"):
-        ingest.read(path)
+    # each bad row is its own warning and is left out; the other rows are read (issue 31.2)
+    result = ingest.read(path)
+    assert re.search(r"stats_stdout.csv:21: 'one' is not a number \(column Ctx of cuda_gpu_trace\)", result.warnings[0])
+    assert "stats_stdout.csv:23:" in result.warnings[1]
+    clean = ingest.read(DATA / "nsys-stats-derived-a100/stats_stdout.csv")
+    assert result.timeline.height == clean.timeline.height - 2
 
 
 @pytest.mark.parametrize("edit, error", [
@@ -116,8 +121,8 @@ def test_a_bad_stats_summary_cell_is_named_by_its_row(tmp_path, edit, error):
     csv.writer(out, lineterminator="\n").writerows(rows)
     path = tmp_path / "summary_cuda_gpu_kern_sum.csv"
     path.write_text(out.getvalue())
-    with pytest.raises(InputError, match=error):
-        ingest.read(path)
+    result = ingest.read(path)          # the bad rows are warnings and left out, the others read
+    assert re.search(error, result.warnings[0]) and "summary_cuda_gpu_kern_sum.csv:6:" in result.warnings[1]
 
 
 def test_an_nsys_export_is_opened_once_for_its_sniff_and_its_read(monkeypatch, tmp_path):
