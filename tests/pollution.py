@@ -523,7 +523,13 @@ def csv_column_variants(source: Source, lines: list[str], middle: int) -> Iterat
     header_lines = [lines[block.header]] + ([lines[block.rows[0]]] if source.format == "ncu-raw-csv" else [])
     yield Variant(source, "header-repeated", source.path.name,
                   _join(lines[:middle] + header_lines + lines[middle:]), NO_DAMAGE,
-                  f"the header line(s) repeated before line {middle + 1}")
+                  f"the header line(s) repeated before line {middle + 1}", allowed=_samples_without_line)
+
+
+def _samples_without_line(table: str, row: dict) -> dict:
+    """A telemetry sample's file line left out (both sides): a line inserted before it moves it one
+    line down, and the line it is stored with is where it is in the file that was read."""
+    return dict(row, line=None) if table == "gpu_samples" else row
 
 
 def _without_extra_column(table: str, row: dict) -> dict | None:

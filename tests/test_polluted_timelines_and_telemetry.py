@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from kwarehouse import ingest
@@ -159,3 +160,16 @@ def test_an_nsys_export_without_nvtx_events_is_a_real_shape_and_reads_without_a_
     path = _dropped(tmp_path, DATA / "nsys-sqlite-a100/saxpy-mpi-cuda.sqlite", "NVTX_EVENTS")
     result = ingest.read(path)
     assert result.warnings == [] and result.timeline["nvtx_range"].drop_nulls().len() == 0
+
+
+def test_a_query_field_logged_twice_is_read_once_and_a_disagreement_is_a_warning(tmp_path):
+    source = DATA / "telemetry-gemm-h100/nvidia-smi-query.csv"
+    lines = source.read_text().splitlines(keepends=True)
+    twice = [line.rstrip("\n").split(", ") for line in lines]
+    twice = [cells + [cells[-1]] for cells in twice]
+    twice[3][-1] = twice[3][-1] + "0" if twice[3][-1][-1].isdigit() else "1"
+    path = _copy(tmp_path, source, "".join(", ".join(cells) + "\n" for cells in twice).encode())
+    result, clean = ingest.read(path), ingest.read(source)
+    assert result.warnings == [f"{path}:4: column {twice[0][-1].split(' [')[0]} is in the header twice and its two "
+                               "cells differ on this line (left out)"]
+    assert result.samples.equals(clean.samples.filter(pl.col("line") != 4))

@@ -96,6 +96,12 @@ class NvidiaSmiQuery:
             bad = next(c for c, m in zip(header_text.split(","), header) if not m)
             raise InputError(path, f"header cell {bad.strip()!r} is not an nvidia-smi field name", numbered[0][0])
         columns = [(m["name"], m["unit"]) for m in header]
+        # a field named twice (a log written by a script that listed it twice, or a copy pasted
+        # together) is read once: its cells must agree, else the line is a warning
+        first_of = {}
+        for index, column in enumerate(columns):
+            first_of.setdefault(column, index)
+        repeats = [(index, first_of[column]) for index, column in enumerate(columns) if first_of[column] != index]
         _ends_cut(path, lines)
         with_units: dict[int, tuple[bool, int]] = {}   # column -> (cells carry the unit, line that decided)
         rows, warnings = [], []
@@ -109,10 +115,17 @@ class NvidiaSmiQuery:
             if len(cells) != len(columns):
                 raise InputError(path, f"{len(cells)} fields where the header has {len(columns)}; "
                                        "is the line cut short or two lines run together?", number)
+            differing = [columns[index][0] for index, first in repeats if cells[index] != cells[first]]
+            if differing:
+                warnings.append(str(InputError(path, f"column {differing[0]} is in the header twice and its two "
+                                               "cells differ on this line (left out)", number)))
+                continue
             identity = {"timestamp_ns": None, "gpu_index": None, "gpu_name": None, "gpu_uuid": None,
                         "pci_bus_id": None}
             values = []
             for index, ((name, unit), cell) in enumerate(zip(columns, cells)):
+                if repeats and first_of[(name, unit)] != index:
+                    continue
                 if name in IDENTITY:
                     identity[IDENTITY[name]] = self._identity(path, number, name, cell)
                     continue
