@@ -79,10 +79,6 @@ KNOWN_LOST: dict[str, str] = {
         "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='device__attribute_maximum_texture1d_width' [value: 131072.0",
     'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::non-utf8-in-name':
         "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='smsp__thread_inst_executed_per_inst_executed.ratio' [metric",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::stderr-mid-row':
-        "lost: touched rows changed with no warning: kernels: 1 row(s) missing, e.g. launch_id=2, kernel_name='void at::vectorized_elementwise_kernel<2, at::CUDAFunc",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::unseen-rule-text':
-        'crashed: the ingest raised KwhError: internal: table rules has NULLs in NOT NULL column rule_name (schema.py:99)',
 }
 
 
