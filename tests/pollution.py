@@ -426,14 +426,14 @@ def line_variants(source: Source, content: bytes) -> Iterator[Variant]:
     # stderr: a whole line between two rows, and spliced into a row (stdout's buffer flushed around it)
     yield Variant(source, "stderr-between-rows", source.path.name,
                   _join(lines[:middle] + [stderr + newline] + lines[middle:]), NO_DAMAGE,
-                  f"{stderr[:40]}... inserted before line {middle + 1}")
+                  f"{stderr[:40]}... inserted before line {middle + 1}", allowed=_samples_without_line)
     half = len(body) // 2
     yield Variant(source, "stderr-mid-row", source.path.name,
                   _join(lines[:middle] + [body[:half] + stderr + newline + body[half:] + end] + lines[middle + 1:]),
                   line_damage(source, lines, middle), f"stderr line spliced into line {middle + 1}")
     yield Variant(source, "progress-bar-cr", source.path.name,
                   _join(lines[:middle] + [PROGRESS_BAR.replace("\n", newline)] + lines[middle:]), NO_DAMAGE,
-                  f"a \\r progress bar inserted before line {middle + 1}")
+                  f"a \\r progress bar inserted before line {middle + 1}", allowed=_samples_without_line)
 
     # line endings and encoding marks
     mixed = [(_body(l)[0] + "\r\n") if i % 2 and _body(l)[1] == "\n" else l for i, l in enumerate(lines)]
