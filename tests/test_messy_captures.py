@@ -307,6 +307,6 @@ def test_nsys_gpu_placeholder_row_is_skipped(tmp_path, placeholder_name):
         for row in rows_:
             con.execute(f"INSERT INTO TARGET_INFO_GPU ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                         [row[c] for c in columns])
-    want = ingest.read(clean).run_info
+    want = ingest.read(clean).run_info      # the GPU's, and the capture's day (run_date)
     assert {k: want[k] for k in ("sm_count", "compute_capability")} == {"sm_count": 108, "compute_capability": "8.0"}
-    assert ingest.read(path).run_info == want   # run_date too: the placeholder row changes nothing else
+    assert ingest.read(path).run_info == want

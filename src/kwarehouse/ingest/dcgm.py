@@ -12,7 +12,8 @@ entity per sample: the entity ('GPU 0'; MIG instances 'GPU-I n' / 'GPU-CI n'), t
 Profiling fields (1001-1014) are ratios 0-1 with 3 decimals; kwh stores them as % (x100). 'N/A'
 (DCGM's blank value, e.g. the first sample after the host engine starts) is a missing value.
 dcgmi prints no time on its lines: such samples land in gpu_samples with no timestamp_ns and cannot
-be joined to a run's time window.
+be joined to a run's time window. A sample line with bytes that are not UTF-8 is left out with a
+warning (telemetry.read_lines).
 """
 
 from __future__ import annotations
@@ -47,15 +48,21 @@ class DcgmiDmon:
 
     def read(self, path: Path) -> ReadResult:
         base.refuse_oversized(path)
-        lines = path.read_bytes().decode("utf-8", "replace").lstrip("\ufeff").splitlines(keepends=True)
+        lines, undecodable = telemetry.read_lines(path)
         if lines and not lines[-1].endswith("\n"):
             raise InputError(path, TRUNCATED, len(lines))
         names: list[str] | None = None
-        rows = []
+        rows, warnings = [], []
         for number, raw in enumerate(lines, 1):
             text = raw.rstrip("\r\n")
             stripped = text.strip()
             if not stripped or stripped.startswith(STOPPED):
+                continue
+            if number in undecodable:
+                if stripped.startswith("#"):
+                    raise InputError(path, "a header line with bytes that are not UTF-8; is this dcgmi dmon output?",
+                                     number)
+                warnings.append(telemetry.not_utf8(path, number))
                 continue
             if stripped.startswith("#Entity"):
                 names = stripped.split()[1:]
@@ -79,7 +86,8 @@ class DcgmiDmon:
         if names is None:
             raise InputError(path, "no '#Entity' header line")
         samples = telemetry.frame(rows)
-        return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples)
+        return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples,
+                          warnings=warnings)
 
     @staticmethod
     def _sample(path: Path, number: int, gpu: int, short: str, cell: str) -> dict:

@@ -10,6 +10,12 @@ META_DATA_EXPORT. NVTX push/pop and start/end ranges (NVTX_EVENTS) are attribute
 they enclose the CUDA API call that launched it (CUPTI_ACTIVITY_KIND_RUNTIME, same correlationId and
 process, same thread) - the rule nsys's own nvtx_kern_sum report uses.
 
+A table nsys had no rows for may be absent (2025.5 writes NVTX_EVENTS only when the program used
+NVTX; 2022.2 wrote every table, empty or not): its absence alone is no damage. Where other tables
+show that rows are missing - kernels but no TARGET_INFO_GPU to name their GPU, NVTX ranges but no
+CUDA API calls to attribute them through, cudaMemcpy calls but no memcpy activity - the read says
+so in a warning (ReadResult.warnings) and stores what is there.
+
 The database is opened read-only and immutable: nothing (journal, lock, index) is written beside it.
 """
 
@@ -157,7 +163,29 @@ class NsysSqlite:
             gpu = next(iter(sorted(set(devices.values()) - {None})), None)
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
                           gpu_name=gpu, tool_version=_version(con, tables),
-                          run_info={**_gpu_info(con, tables, gpu), **_session_date(con, tables)})
+                          run_info={**_gpu_info(con, tables, gpu), **_session_date(con, tables)},
+                          warnings=_missing_tables(path, con, tables, columns["activity"]))
+
+
+def _missing_tables(path: Path, con: sqlite3.Connection, tables: "_Tables", activities: list[str]) -> list[str]:
+    """Warnings for tables whose absence other tables contradict (an export damaged or edited): what
+    could not be stored because of it."""
+    warnings = []
+    if "kernel" in activities and "TARGET_INFO_GPU" not in tables:
+        warnings.append(f"no TARGET_INFO_GPU table although the export has kernels: their GPU is unknown "
+                        f"(stored as 'unknown'); re-export it with nsys export --type sqlite")
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables and "NVTX_EVENTS" in tables and con.execute(
+            f"SELECT 1 FROM NVTX_EVENTS WHERE eventType IN ({','.join(map(str, NVTX_RANGE_TYPES))}) LIMIT 1").fetchone():
+        warnings.append("NVTX ranges but no CUPTI_ACTIVITY_KIND_RUNTIME table (the CUDA calls that launched the "
+                        "kernels): no kernel could be placed in its NVTX range; re-export it with nsys export --type sqlite")
+    if ("CUPTI_ACTIVITY_KIND_MEMCPY" not in tables and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
+            and "StringIds" in tables and "nameId" in _columns(tables, "CUPTI_ACTIVITY_KIND_RUNTIME")):
+        copies = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                             "WHERE s.value LIKE 'cudaMemcpy%' OR s.value LIKE 'cuMemcpy%'").fetchone()[0]
+        if copies:
+            warnings.append(f"{copies} cudaMemcpy call(s) but no CUPTI_ACTIVITY_KIND_MEMCPY table: their copies are "
+                            "not stored; re-export it with nsys export --type sqlite")
+    return [str(InputError(path, warning)) for warning in warnings]
 
 
 def _tables(con: sqlite3.Connection) -> set[str]:

@@ -80,6 +80,22 @@ OLD_NAMES = {"Time(%)": "Time", "Average": "Avg", "Minimum": "Min", "Maximum": "
              "Median": "Med", "Operations": "Count", "Calls": "Num Calls"}
 NULL_CELLS = ("", "-", "N/A", "n/a", "None")   # nsys prints None for a missing value in column format
 NULL_SET = frozenset(NULL_CELLS)
+# A number with commas as nsys writes it: thousands separators in its console tables ("1,831,281.5").
+# A comma anywhere else is a localized copy's decimal comma ("100,0", "88.573,48"): never read as a
+# separator (that stored 88.573,48 us as 88.57348 us), the row is left out with a warning.
+EN_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+# A cell that only a decimal-comma locale writes: once a table has one, its "12,992" and "17.714"
+# may be 12.992 and 17714 as well as the other way round, and no cell with a comma or a grouping
+# dot is read.
+DECIMAL_COMMA = re.compile(r"[-+]?\d+(?:\.\d{3})*,\d+")
+GROUPING_DOT = re.compile(r"[-+]?\d{1,3}(?:\.\d{3})+")
+
+
+def _grouped(cell: str) -> float:
+    """A cell with a comma as a number: only with thousands separators where they belong; ValueError else."""
+    if EN_GROUPED.fullmatch(cell) is None:
+        raise ValueError(cell)
+    return float(cell.replace(",", ""))
 
 
 @dataclass
@@ -95,6 +111,8 @@ class Block:
     warnings: list[InputError] = field(default_factory=list)
     # base column name -> (index, factor to ns or bytes), made at the first lookup (_scaled)
     scales: dict[str, tuple[int, float]] | None = field(default=None, init=False, repr=False, compare=False)
+    # a cell of the table has a decimal comma (DECIMAL_COMMA), asked only where a row is read alone
+    decimal_comma: bool | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @functools.lru_cache(maxsize=4096)   # the same few dozen header cells, file after file
@@ -372,9 +390,17 @@ class _Row:
         cell = self.text(name)
         if cell is None:
             return None
-        cell = cell.replace(",", "")   # the console format prints thousands separators: "1,831,281"
+        block = self.block
+        if block.decimal_comma is None:
+            block.decimal_comma = any(DECIMAL_COMMA.fullmatch(c.strip()) and not EN_GROUPED.fullmatch(c.strip())
+                                      for row in block.rows for c in row)
+        if block.decimal_comma and ("," in cell or GROUPING_DOT.fullmatch(cell)):
+            raise InputError(self.path, f"{cell!r} in column {name} of {block.report} may be read two ways: the table "
+                             "has numbers with a decimal comma (a localized copy?); the row is left out",
+                             block.lines[self.index])
         try:
-            return float(cell) * (factor if scaled else 1.0)
+            # the console format prints thousands separators: "1,831,281"
+            return (float(cell) if "," not in cell else _grouped(cell)) * (factor if scaled else 1.0)
         except ValueError:
             raise InputError(self.path, f"{cell!r} is not a number (column {name} of {self.block.report})",
                              self.block.lines[self.index]) from None
@@ -585,7 +611,8 @@ def _values(block: Block, name: str, scaled: bool = True) -> list[float | None]:
     _, factor = _scaled(block, name)
     factor = factor if scaled else 1.0
     try:
-        return [None if cell is None else float(cell.replace(",", "")) * factor for cell in _texts(block, name)]
+        return [None if cell is None else (float(cell) if "," not in cell else _grouped(cell)) * factor
+                for cell in _texts(block, name)]
     except ValueError:
         raise _NotWhole from None
 
@@ -599,9 +626,9 @@ def _wholes(block: Block, name: str) -> list[int | None]:
     try:
         if factor == 1:
             return [int(cell) if cell.isdigit() and len(cell) < 16 else None if cell in NULL_SET else
-                    int(round(float(cell.replace(",", "")) * factor))
+                    int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
                     for cell in [row[column].strip() for row in block.rows]]
-        return [None if cell in NULL_SET else int(round(float(cell.replace(",", "")) * factor))
+        return [None if cell in NULL_SET else int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
                 for cell in [row[column].strip() for row in block.rows]]
     except ValueError:
         raise _NotWhole from None

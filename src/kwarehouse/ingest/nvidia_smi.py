@@ -12,6 +12,10 @@ dmon: '# gpu pwr gtemp ... / # Idx W C ...' header lines (repeated now and then)
   columns give each line's time (host time, taken as UTC); without them the samples have no time.
 pmon: the same layout, one line per process ('# gpu pid type sm mem ... command'), '-' where the GPU
   ran no process in that sample (such lines are passed over).
+
+A sample line with bytes that are not UTF-8 is left out with a warning (telemetry.read_lines), and
+so is a dmon/pmon cell that is not the whole number those tables print ("2.619" in a localized copy
+may be 2.619 or 2,619: stored NULL with a warning, never as either guess).
 """
 
 from __future__ import annotations
@@ -41,9 +45,13 @@ NO_HEADER = ("no header line: a --format=csv,noheader log does not say which fie
              "log with --format=csv (or csv,nounits), which prints the field names first")
 
 
-def _lines(path: Path) -> list[str]:
+# What dmon and pmon print in a value cell: a whole number (NVML's integer readings), or a bitmask in hex.
+WHOLE_NUMBER = re.compile(r"^-?(\d+|0x[0-9a-fA-F]+)$")
+
+
+def _lines(path: Path) -> tuple[list[str], set[int]]:
     base.refuse_oversized(path)
-    return path.read_bytes().decode("utf-8", "replace").lstrip("\ufeff").splitlines(keepends=True)
+    return telemetry.read_lines(path)
 
 
 def _ends_cut(path: Path, lines: list[str]) -> None:
@@ -51,10 +59,10 @@ def _ends_cut(path: Path, lines: list[str]) -> None:
         raise InputError(path, TRUNCATED, len(lines))
 
 
-def _result(path: Path, name: str, rows: list[dict], version: str | None = None) -> ReadResult:
+def _result(path: Path, name: str, rows: list[dict], warnings: list[str]) -> ReadResult:
     samples = telemetry.frame(rows)
     return ReadResult(path=path, format=name, page="samples", tool="telemetry", samples=samples,
-                      gpu_name=telemetry.first_gpu_name(samples), tool_version=version)
+                      gpu_name=telemetry.first_gpu_name(samples), warnings=warnings)
 
 
 class NvidiaSmiQuery:
@@ -73,10 +81,13 @@ class NvidiaSmiQuery:
         return bool(names & known) and bool(names - {"name", "index"})
 
     def read(self, path: Path) -> ReadResult:
-        lines = _lines(path)
+        lines, undecodable = _lines(path)
         numbered = [(n, line.rstrip("\r\n")) for n, line in enumerate(lines, 1) if line.strip()]
         if not numbered:
             raise InputError(path, "no header line and no samples")
+        if numbered[0][0] in undecodable:
+            raise InputError(path, "the header line has bytes that are not UTF-8; is this an nvidia-smi log?",
+                             numbered[0][0])
         if TIMESTAMP.match(numbered[0][1].split(",")[0].strip()):
             raise InputError(path, NO_HEADER, numbered[0][0])
         header_text = numbered[0][1]
@@ -85,20 +96,36 @@ class NvidiaSmiQuery:
             bad = next(c for c, m in zip(header_text.split(","), header) if not m)
             raise InputError(path, f"header cell {bad.strip()!r} is not an nvidia-smi field name", numbered[0][0])
         columns = [(m["name"], m["unit"]) for m in header]
+        # a field named twice (a log written by a script that listed it twice, or a copy pasted
+        # together) is read once: its cells must agree, else the line is a warning
+        first_of = {}
+        for index, column in enumerate(columns):
+            first_of.setdefault(column, index)
+        repeats = [(index, first_of[column]) for index, column in enumerate(columns) if first_of[column] != index]
         _ends_cut(path, lines)
         with_units: dict[int, tuple[bool, int]] = {}   # column -> (cells carry the unit, line that decided)
-        rows = []
+        rows, warnings = [], []
         for number, text in numbered[1:]:
             if text == header_text:       # a log appended to by a second nvidia-smi run repeats the header
+                continue
+            if number in undecodable:
+                warnings.append(telemetry.not_utf8(path, number))
                 continue
             cells = [c.strip() for c in text.split(",")]
             if len(cells) != len(columns):
                 raise InputError(path, f"{len(cells)} fields where the header has {len(columns)}; "
                                        "is the line cut short or two lines run together?", number)
+            differing = [columns[index][0] for index, first in repeats if cells[index] != cells[first]]
+            if differing:
+                warnings.append(str(InputError(path, f"column {differing[0]} is in the header twice and its two "
+                                               "cells differ on this line (left out)", number)))
+                continue
             identity = {"timestamp_ns": None, "gpu_index": None, "gpu_name": None, "gpu_uuid": None,
                         "pci_bus_id": None}
             values = []
             for index, ((name, unit), cell) in enumerate(zip(columns, cells)):
+                if repeats and first_of[(name, unit)] != index:
+                    continue
                 if name in IDENTITY:
                     identity[IDENTITY[name]] = self._identity(path, number, name, cell)
                     continue
@@ -111,7 +138,7 @@ class NvidiaSmiQuery:
                              "value": None if value is None else telemetry.convert(value, unit)[0],
                              "unit": telemetry.base_unit(unit),
                              "value_text": None if value is not None or cell in telemetry.MISSING else cell})
-        return _result(path, self.name, rows)
+        return _result(path, self.name, rows, warnings)
 
     @staticmethod
     def _identity(path: Path, number: int, name: str, cell: str):
@@ -167,14 +194,25 @@ class _Table:
                 and ("Idx" in units.split()) and (self.key in names) == (self.name == PMON_SOURCE))
 
     def read(self, path: Path) -> ReadResult:
-        lines = _lines(path)
+        lines, undecodable = _lines(path)
         _ends_cut(path, lines)
         names: list[str] | None = None
         units: list[str] | None = None
-        rows = []
+        rows: list[dict] = []
+        warnings: list[str] = []
         for number, raw in enumerate(lines, 1):
             text = raw.rstrip("\r\n")
             if not text.strip():
+                if text and names is not None:
+                    # the tables print no line of blanks: a sample line whose every cell was emptied
+                    warnings.append(str(InputError(path, "a line of blanks among the samples (left out): a sample "
+                                                   "line with every value missing?", number)))
+                continue
+            if number in undecodable:
+                if text.startswith("#"):
+                    raise InputError(path, "a header line with bytes that are not UTF-8; is this "
+                                     f"{self.name.replace('-', ' ')} output?", number)
+                warnings.append(telemetry.not_utf8(path, number))
                 continue
             if text.startswith("#"):
                 tokens = text.lstrip("#").split()
@@ -186,16 +224,21 @@ class _Table:
             if names is None or units is None or len(units) != len(names):
                 raise InputError(path, f"a sample line before the '# gpu ...' and '# Idx ...' header lines; "
                                        f"is this {self.name.replace('-', ' ')} output complete?", number)
-            cells = text.strip().split(None, len(names) - 1)
+            cells = text.split()
             if len(cells) != len(names):
-                raise InputError(path, f"{len(cells)} columns where the header has {len(names)}; "
-                                       "is the line cut short?", number)
-            rows.extend(self._samples(path, number, dict(zip(names, cells)), dict(zip(names, units))))
+                # cells are told apart only by blanks: with one more or one less, which value is which
+                # column cannot be known (a number written "2 619", a line cut or run into another)
+                warnings.append(str(InputError(path, f"{len(cells)} values where the header names {len(names)} "
+                                               "columns (left out): a line cut short, run into another, or a "
+                                               "number or command name with a blank in it?", number)))
+                continue
+            rows.extend(self._samples(path, number, dict(zip(names, cells)), dict(zip(names, units)), warnings))
         if names is None:
             raise InputError(path, "no '# gpu ...' header line")
-        return _result(path, self.name, rows)
+        return _result(path, self.name, rows, warnings)
 
-    def _samples(self, path: Path, number: int, cells: dict[str, str], units: dict[str, str]) -> list[dict]:
+    def _samples(self, path: Path, number: int, cells: dict[str, str], units: dict[str, str],
+                 warnings: list[str]) -> list[dict]:
         identity = {"timestamp_ns": _dmon_time(path, number, cells.get("Date"), cells.get("Time")),
                     "gpu_index": _int(path, number, "gpu", cells["gpu"]), "gpu_name": None, "gpu_uuid": None,
                     "pci_bus_id": None, "process_id": None, "process_name": None}
@@ -213,10 +256,14 @@ class _Table:
             unit = None if unit in ("#", "name") else unit
             value = None
             if cell not in telemetry.MISSING and name != "type":
-                try:
+                if WHOLE_NUMBER.match(cell):
                     value = telemetry.number(cell)
-                except ValueError:
-                    raise InputError(path, f"{cell!r} in column {name} is not a number", number) from None
+                else:
+                    # "2.619" in a copy written with a German locale is 2,619 MHz, in another 2.619:
+                    # neither is guessed
+                    warnings.append(str(InputError(path, f"{cell!r} in column {name} is not the whole number "
+                                                   f"{self.name.replace('-', ' ')} prints (a localized or edited "
+                                                   "copy?); stored as missing", number)))
             rows.append({"source": self.name, "line": number, **identity, "field": field, "source_field": name,
                          "value": None if value is None else telemetry.convert(value, unit)[0],
                          "unit": telemetry.base_unit(unit),

@@ -13,7 +13,8 @@ JSON lines: one object per line with the same keys (null = missing):
 
 timestamp_ns is time.time_ns() when the sample was read (ns since the Unix epoch, UTC). A column kwh
 does not know is an error on line 1: the format is kwh's own, so an unknown name is a typo or a
-newer writer, not something to guess at.
+newer writer, not something to guess at. A sample line with bytes that are not UTF-8 is left out
+with a warning (telemetry.read_lines): its GPU's uuid or name cannot be read exactly.
 """
 
 from __future__ import annotations
@@ -61,12 +62,17 @@ class NvmlSamples:
 
     def read(self, path: Path) -> ReadResult:
         base.refuse_oversized(path)
-        lines = path.read_bytes().decode("utf-8", "replace").lstrip("\ufeff").splitlines(keepends=True)
+        lines, undecodable = telemetry.read_lines(path)
         if lines and not lines[-1].endswith("\n"):
             raise InputError(path, TRUNCATED, len(lines))
         numbered = [(n, line.rstrip("\r\n")) for n, line in enumerate(lines, 1) if line.strip()]
         if not numbered:
             raise InputError(path, "no samples")
+        warnings = [telemetry.not_utf8(path, n) for n, _ in numbered[1:] if n in undecodable]
+        if numbered[0][0] in undecodable:
+            raise InputError(path, "the first line has bytes that are not UTF-8; is this an NVML sample file?",
+                             numbered[0][0])
+        numbered = [(n, text) for n, text in numbered if n not in undecodable]
         records = self._json(path, numbered) if numbered[0][1].lstrip().startswith("{") else self._csv(path, numbered)
         rows = []
         for number, record in records:
@@ -92,7 +98,7 @@ class NvmlSamples:
                              "unit": telemetry.base_unit(unit_of(column)), "value_text": None})
         samples = telemetry.frame(rows)
         return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples,
-                          gpu_name=telemetry.first_gpu_name(samples))
+                          gpu_name=telemetry.first_gpu_name(samples), warnings=warnings)
 
     @staticmethod
     def _csv(path: Path, numbered: list[tuple[int, str]]) -> list[tuple[int, dict]]:

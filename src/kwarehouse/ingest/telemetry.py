@@ -16,6 +16,8 @@ from importlib import resources
 
 import polars as pl
 
+from kwarehouse.errors import InputError
+
 # Columns of ReadResult.samples: one row per (sample, GPU or process, field), values in base units.
 SAMPLE_COLUMNS = {
     "source": pl.String, "line": pl.Int64, "timestamp_ns": pl.Int64, "gpu_index": pl.Int64,
@@ -69,6 +71,34 @@ def number(text: str) -> float | None:
     if text.lower().startswith("0x"):
         return float(int(text, 16))
     return float(text)
+
+
+def read_lines(path) -> tuple[list[str], set[int]]:
+    """A log's lines with their endings (a BOM dropped), and the numbers (from 1) of those that hold
+    bytes that are not UTF-8. A name or number on such a line cannot be read exactly (decoding it with
+    replacement characters stored "p\ufffdython3" for "python3"): the readers leave the line out with
+    a warning (not_utf8) instead. The whole file is decoded once; only a file that is not UTF-8
+    somewhere is looked at line by line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8").lstrip("\ufeff").splitlines(keepends=True), set()
+    except UnicodeDecodeError:
+        lines = data.decode("utf-8", "surrogateescape").lstrip("\ufeff").splitlines(keepends=True)
+    return lines, {number for number, line in enumerate(lines, 1) if not _is_utf8(line)}
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:     # a byte that was not UTF-8, kept as a surrogate escape
+        return False
+    return True
+
+
+def not_utf8(path, number: int) -> str:
+    """The warning for a sample line left out because it holds bytes that are not UTF-8."""
+    return str(InputError(path, "a line with bytes that are not UTF-8 (left out): its names and numbers cannot "
+                          "be read exactly; was the log re-encoded or damaged in a copy?", number))
 
 
 def utc_ns(moment: datetime) -> int:

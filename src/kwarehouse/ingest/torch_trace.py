@@ -17,6 +17,10 @@ at a "}, {" between events and kept only if it decodes whole, so a cut that fall
 a nested object just makes the piece longer. Anything this fast path does not expect (malformed JSON,
 a BOM-less other encoding, an event that is not an object, a value of an odd type) sends the file to
 the plain path, json.loads of the whole file, which words the error exactly as before.
+
+A trace saved with program output before it (a warning the script printed into the same file) is
+read from the first line that opens its JSON object; the lines before are one warning, never data.
+Text inside the JSON document cannot be parsed exactly: that file is refused in one line.
 """
 
 from __future__ import annotations
@@ -54,14 +58,14 @@ class TorchTrace:
     name: ClassVar[str] = "torch-trace"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        text = head.lstrip()
-        return text.startswith(b"{") and b'"traceEvents"' in text
+        start = document_start(head)
+        return start is not None and b'"traceEvents"' in head[start:]
 
     def read(self, path: Path) -> ReadResult:
         base.refuse_oversized(path)
         try:
             with _gc_paused():
-                timeline = _Streamed.timeline(path)
+                timeline, preamble = _Streamed.timeline(path)
         except _NotStreamable as exc:
             if path.stat().st_size > WHOLE_PARSE_LIMIT:
                 raise InputError(path, f"not a readable PyTorch profiler trace ({exc}); is the trace complete? "
@@ -71,11 +75,15 @@ class TorchTrace:
             raise NothingToStore(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
                              "profiler run with ProfilerActivity.CUDA?")
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
-                          gpu_name=base.most_used(timeline["device_name"].to_list()))
+                          gpu_name=base.most_used(timeline["device_name"].to_list()),
+                          warnings=_preamble_warnings(path, preamble))
 
     def _read_whole(self, path: Path) -> ReadResult:
         """The plain path: json.loads of the whole file (Decimal floats), dicts all the way."""
         raw = path.read_bytes()
+        start = document_start(raw[:_HEAD_LIMIT])
+        preamble, raw = (raw[:start], raw[start:]) if start else (b"", raw)
+        skipped = preamble.count(b"\n")
         try:
             trace = json.loads(raw, parse_float=Decimal)
         except json.JSONDecodeError as exc:
@@ -84,7 +92,9 @@ class TorchTrace:
                 raise InputError(path, f"not valid JSON ({exc.msg}); is the trace complete? It ends before its "
                                  "closing brace: wait for the copy to finish, or export it again",
                                  line=exc.lineno) from None
-            raise InputError(path, f"not valid JSON ({exc.msg}); is the trace complete?", line=exc.lineno) from None
+            raise InputError(path, f"not valid JSON ({exc.msg}); is the trace complete? A line of other output "
+                             "written into it (a warning printed to the same file) cannot be read around: "
+                             "remove it, or export the trace again", line=exc.lineno + skipped) from None
         except UnicodeDecodeError:
             raise InputError(path, "not UTF-8 JSON; expected a PyTorch profiler trace") from None
         del raw
@@ -131,7 +141,31 @@ class TorchTrace:
                     .sort("start_ns", "_order").drop("_order"))
         used = timeline["device_name"].drop_nulls().mode()
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
-                          gpu_name=used.sort()[0] if used.len() else None)
+                          gpu_name=used.sort()[0] if used.len() else None,
+                          warnings=_preamble_warnings(path, preamble))
+
+
+# A line that opens the trace's JSON object: "{" first on its line (after a BOM or blanks).
+_DOCUMENT_START = re.compile(rb"^(?:\xef\xbb\xbf)?[ \t\r]*\{", re.MULTILINE)
+
+
+def document_start(head: bytes) -> int | None:
+    """Where the trace's JSON object starts in `head`: 0 when the file opens with it, the start of
+    the first line that opens it when program output was written before it, None when no line does."""
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return 0
+    found = _DOCUMENT_START.search(head)
+    return found.start() if found else None
+
+
+def _preamble_warnings(path: Path, preamble: bytes) -> list[str]:
+    """One warning for the lines of other output before the JSON object (left out: they hold no events)."""
+    lines = preamble.count(b"\n")
+    if not lines:
+        return []
+    first = preamble.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    return [str(InputError(path, f"{lines} line(s) before the trace's JSON object are not part of it (left out; "
+                           f"other output saved into the same file?): {first[:120]!r}", line=1))]
 
 
 def _int(value) -> int | None:
@@ -355,16 +389,19 @@ class _Streamed:
         self.kept: dict = {}
         self.devices: dict = {}
         self.base_ns = 0
+        self.preamble = b""     # text before the JSON object (document_start)
 
     @classmethod
-    def timeline(cls, path: Path) -> pl.DataFrame:
-        """The timeline (TIMELINE_COLUMNS, by start); _NotStreamable for anything the plain path should
-        read or word (its errors, polars' included, stay as they were)."""
+    def timeline(cls, path: Path) -> tuple[pl.DataFrame, bytes]:
+        """The timeline (TIMELINE_COLUMNS, by start) and the text before the JSON object (b"" when the
+        file opens with it); _NotStreamable for anything the plain path should read or word (its errors,
+        polars' included, stay as they were)."""
         try:
             with open(path, "rb") as handle:
-                rows = cls()._read(handle).rows()
+                streamed = cls()._read(handle)
+                rows = streamed.rows()
             rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
-            return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1)
+            return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1), streamed.preamble
         except _NotStreamable:
             raise
         except _DECODE_ERRORS as exc:
@@ -379,7 +416,11 @@ class _Streamed:
             if not block or len(buffer) > _HEAD_LIMIT:
                 raise _NotStreamable('no "traceEvents" array')
             buffer += block
-        head = bytes(buffer[:found.end()]).removeprefix(b"\xef\xbb\xbf")
+        head = bytes(buffer[:found.end()])
+        start = document_start(head)
+        if start is None:
+            raise _NotStreamable("no line opens a JSON object before the traceEvents array")
+        self.preamble, head = head[:start], head[start:].removeprefix(b"\xef\xbb\xbf")
         del buffer[:found.end()]
         _utf8(head)
         top = _HEAD.decode(head + b"]}")
