@@ -30,6 +30,8 @@
 --       over the model's timeline runs.
 -- fix comes from signal_fixes.csv by the signal's fix_key and the stack its models share (run_framework:
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
+-- Where that fix edits the kernel's code or algorithm (edits_kernel) and a library owns the kernel (a library_fixes
+-- row for its library, implementation, op class and stack), the fix is that library's knob instead.
 WITH t AS (
     SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
            max(CASE WHEN name = 'tensor_efficiency_low_pct' THEN value END) AS tensor_efficiency_low_pct,
@@ -317,11 +319,30 @@ WITH t AS (
     SELECT calibrated.*, 'calibrated' AS source FROM calibrated
     UNION ALL
     SELECT seed.*, 'seed heuristic' AS source FROM seed
+), owners AS (
+    -- each signalled kernel's library, implementation, op class and stack, for its library's knob
+    SELECT DISTINCT s.kernel_id, s.library, i.implementation, s.op_class, s.framework
+    FROM signals s
+    JOIN (SELECT kernel_id, min(implementation) AS implementation
+          FROM (SELECT kernel_id, implementation FROM kernels UNION ALL SELECT kernel_id, implementation FROM kernel_launches) u
+          GROUP BY kernel_id) i ON i.kernel_id = s.kernel_id
+), library_fix AS (
+    -- library_fixes.csv: of the rows matching, the one naming the most (implementation, then op class, then stack)
+    SELECT o.kernel_id, o.library, o.op_class, o.framework,
+           arg_max(lf.fix, CASE WHEN lf.implementation <> '*' THEN 4 ELSE 0 END + CASE WHEN lf.op_class <> '*' THEN 2 ELSE 0 END
+                           + CASE WHEN lf.framework <> '*' THEN 1 ELSE 0 END) AS fix
+    FROM owners o
+    JOIN library_fixes lf ON lf.library = o.library AND lf.implementation IN ('*', o.implementation)
+         AND lf.op_class IN ('*', o.op_class) AND lf.framework IN ('*', o.framework)
+    GROUP BY o.kernel_id, o.library, o.op_class, o.framework
 )
 SELECT s.signal, s.subject, s.kernel_id, s.library, s.op_class, s.models, s.model_list, s.launches, s.gpu_time_ns,
        100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption,
-       coalesce(f_stack.fix, f_any.fix) AS fix, s.time_basis, s.source, s.framework
+       CASE WHEN coalesce(f_stack.edits_kernel, f_any.edits_kernel) = 'true' AND lf.fix IS NOT NULL THEN lf.fix
+            ELSE coalesce(f_stack.fix, f_any.fix) END AS fix, s.time_basis, s.source, s.framework
 FROM signals s LEFT JOIN totals tot ON tot.time_basis = s.time_basis
+LEFT JOIN library_fix lf ON lf.kernel_id = s.kernel_id AND lf.library = s.library AND lf.op_class = s.op_class
+     AND lf.framework IS NOT DISTINCT FROM s.framework
 LEFT JOIN signal_fixes f_stack ON f_stack.fix_key = s.fix_key AND f_stack.framework = s.framework
 LEFT JOIN signal_fixes f_any ON f_any.fix_key = s.fix_key AND f_any.framework = '*'
 ORDER BY s.source, s.signal, s.est_time_saved_ns DESC NULLS LAST, s.models DESC, s.gpu_time_ns DESC, s.subject
