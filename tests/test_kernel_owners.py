@@ -244,3 +244,25 @@ def test_pre_hopper_families_of_real_names(name, family):
     matches = sorted((int(row[1]), row[2]) for row in views.reference_tables()["pre_hopper_kernels"][1]
                      if re.search(row[0], text))
     assert (matches[0][1] if matches else None) == family
+
+
+def test_one_math_dtype_for_the_ncu_and_the_trace_name_of_each_kernel():
+    """Every kernel of the corpus as ncu and as the PyTorch profiler printed it (tests/data/kernel-names/pairs.csv,
+    one launch matched by position and grid): one math_dtype for the pair. Before, ncu's `(T4 *, const T2 *, int)`
+    hid the float the trace's `(float*, float const*, int)` showed: GPT-2's cunn_SoftMaxForward<4, float, float,
+    float, ...> was unknown from ncu and fp32 from the trace."""
+    rules = classify.builtin_rules("math_dtype")
+
+    def dtype(name: str) -> str:
+        ident = identity.identify(name)
+        return classify.classify(rules, {"kernel_name": ident.kernel_name, "kernel_base": ident.kernel_base,
+                                         "kernel_signature": ident.kernel_signature})
+
+    with open(DATA / "kernel-names" / "pairs.csv", newline="", encoding="utf-8") as handle:
+        pairs = list(csv.DictReader(handle))
+    disagree = {(row["trace_name"], dtype(row["ncu_name"]), dtype(row["trace_name"])) for row in pairs
+                if len({dtype(row["ncu_name"]), dtype(row["trace_name"]),
+                        dtype(row["ncu_mangled"] or row["ncu_name"])}) > 1}
+    assert disagree == set()
+    softmax = [row for row in pairs if "cunn_SoftMaxForward<4, float" in row["ncu_name"]]
+    assert softmax and {dtype(row["ncu_name"]) for row in softmax} == {"fp32"}
