@@ -176,6 +176,8 @@ REAL_DTYPE_NAMES = [
     ("nvjet_sm90_tst_176x128_64x5_1x2_h_bz_TNN", "bf16"),
     ("nvjet_sm90_tst_192x96_64x5_2x1_v_bz_coopB_bias_NNT", "bf16"),
     ("nvjet_sm90_hsh_64x8_64x16_2x4_h_bz_bias_TNT", "fp16"),
+    # the cuBLAS candidates XLA timed for the bf16 x @ w of tests/data/profile-h100/jax_step
+    ("nvjet_sm90_tss_64x128_64x8_2x1_v_bz_TNN", "bf16"),
     ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "fp16"),
     ("sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_tensor1688_execute_kernel_kernel__5x_cudnn", "fp16"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0", "unknown"),

@@ -16,12 +16,16 @@ from importlib import resources
 from pathlib import Path
 
 from kwarehouse.errors import InputError
+from kwarehouse.normalize import identity
 
 UNKNOWN = "unknown"
 # Kernel columns a rule may look at.
-RULE_FIELDS = ("base", "signature", "name", "framework_op", "nvtx_path")
 FIELD_COLUMNS = {"base": "kernel_base", "signature": "kernel_signature", "name": "kernel_name",
                  "framework_op": "framework_op", "nvtx_path": "nvtx_path"}
+# Fields made from a column: `types` is the part of the name every tool prints alike (identity.type_evidence),
+# what math_dtype_rules.csv reads, so the ncu and the trace rows of one kernel identity get one dtype.
+DERIVED_FIELDS = {"types": ("kernel_name", identity.type_evidence)}
+RULE_FIELDS = (*FIELD_COLUMNS, *DERIVED_FIELDS)
 RULE_FILES = {"library": "library_rules.csv", "implementation": "implementation_rules.csv",
               "op_class": "op_class_rules.csv", "math_dtype": "math_dtype_rules.csv"}
 
@@ -77,7 +81,11 @@ def load_rules(kind: str, extra_dir: Path | None = None) -> tuple[Rule, ...]:
 
 def first_match(rules: tuple[Rule, ...], values: dict[str, str | None]) -> Rule | None:
     for rule in rules:
-        value = values.get(FIELD_COLUMNS[rule.field])
+        if rule.field in DERIVED_FIELDS:
+            column, derive = DERIVED_FIELDS[rule.field]
+            value = derive(values[column]) if values.get(column) else None
+        else:
+            value = values.get(FIELD_COLUMNS[rule.field])
         if value and rule.pattern.search(value):
             return rule
     return None

@@ -171,6 +171,27 @@ def kernel_signature(name: str) -> str:
     return _apply_rules(text)
 
 
+@functools.lru_cache(maxsize=65536)
+def type_evidence(name: str) -> str:
+    """The part of a kernel name that shows its types alike in every tool: the function name with its template
+    arguments (lambdas with their argument types), and the parameter list only where there are no template
+    arguments. ncu prints a template kernel's parameters by template position (`(T4 *, const T2 *, int)`) where
+    the PyTorch profiler and nsys print the types (`(float*, float const*, int)`), so a dtype read from them
+    would differ between the ncu and the trace rows of one identity; a plain function's parameters read alike.
+    A name cut short by its tool (brackets left open) is taken whole: no parameter list can be told apart in it.
+
+    >>> type_evidence("void cunn_SoftMaxForward<4, float, float, float, Epilogue>(T4 *, const T2 *, int)")
+    'cunn_SoftMaxForward<4, float, float, float, Epilogue>'
+    >>> type_evidence("saxpy(double *, double *, double *, double, int)")
+    'saxpy(double *, double *, double *, double, int)'
+    """
+    text = demangle(name).strip()
+    if text.count("(") != text.count(")") or text.count("<") != text.count(">"):
+        return text
+    head = declaration(text)
+    return head if "<" in head else text
+
+
 def drop_parenthesized(text: str) -> str:
     """`text` without its balanced parenthesized groups, nested ones included, in one pass; a `(`
     or `)` without its partner stays.

@@ -26,6 +26,9 @@
 -- decided_by of a 'not enough data' launch reads "not enough data: <what is missing>". fix comes from
 -- bottleneck_fixes for the class, unit and the run's stack (run_framework: PyTorch, XLA, CuPy; '*' rows
 -- for any): no torch.compile for a CUDA C, OpenMP or CuPy application.
+-- Where that fix edits the kernel's code (edits_kernel) and the kernel's library owns it (a library_fixes row for
+-- its library, implementation, op class and stack: cuBLAS, cuDNN, Inductor, XLA, NCCL, ...), the fix is that
+-- library's knob instead: its user cannot recompile cuDNN's depthwise convolution or an Inductor template.
 -- Compulsory bytes (unique inputs + output of the op, from the framework op's shapes and dtype) come from
 -- op_compulsory_bytes; where they are unknown there is no reuse test and no launch is cache-inefficient.
 -- seed_class is the seed heuristic exactly as the project began with it (issue 5): SM % >= 60 and DRAM % >= 60
@@ -108,7 +111,7 @@ WITH t AS (
     FROM kernel_launches WHERE activity = 'kernel'
     GROUP BY model, gpu, kernel_id
 ), measured AS (
-    SELECT k.run_id, k.launch_id, k.model, k.gpu, k.kernel_id, k.library, k.op_class, k.kernel_base, k.duration_ns,
+    SELECT k.run_id, k.launch_id, k.model, k.gpu, k.kernel_id, k.library, k.implementation, k.op_class, k.kernel_base, k.duration_ns,
            k.sm_pct, k.dram_pct, k.mem_pct, k.l2_hit_pct, k.achieved_occupancy_pct, k.issue_active_pct,
            k.waves_per_sm, k.grid_size, k.sm_count, k.tensor_util_pct,
            greatest(coalesce(k.dram_pct, k.mem_pct), coalesce(k.mem_pct, k.dram_pct)) AS memory_pct,
@@ -208,6 +211,17 @@ WITH t AS (
                   coalesce(CAST(round(c.fma_pct, 1) AS VARCHAR), '?'), ' %, ALU ', coalesce(CAST(round(c.alu_pct, 1) AS VARCHAR), '?'),
                   ' %, FP64 ', coalesce(CAST(round(c.fp64_pct, 1) AS VARCHAR), '?'), ' %') AS pipes
     FROM classified c
+), library_fix AS (
+    -- library_fixes.csv: of the rows matching a kernel's library, implementation, op class and stack, the one
+    -- naming the most (implementation, then op class, then stack)
+    SELECT o.library, o.implementation, o.op_class, o.framework,
+           arg_max(lf.fix, CASE WHEN lf.implementation <> '*' THEN 4 ELSE 0 END + CASE WHEN lf.op_class <> '*' THEN 2 ELSE 0 END
+                           + CASE WHEN lf.framework <> '*' THEN 1 ELSE 0 END) AS fix
+    FROM (SELECT DISTINCT k.library, k.implementation, k.op_class, rf.framework
+          FROM kernels k LEFT JOIN run_framework rf ON rf.run_id = k.run_id) o
+    JOIN library_fixes lf ON lf.library = o.library AND lf.implementation IN ('*', o.implementation)
+         AND lf.op_class IN ('*', o.op_class) AND lf.framework IN ('*', o.framework)
+    GROUP BY o.library, o.implementation, o.op_class, o.framework
 ), judged AS (
     SELECT j.*,
            CASE WHEN j.ncu_verdict IS NULL OR j.bottleneck = 'not enough data' THEN NULL
@@ -275,13 +289,18 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
                         CASE WHEN j.issue_idle_pct IS NULL THEN 'not measured (no SchedulerStats section)'
                              ELSE concat(CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' %') END, ' (see warp_stalls)')
        END AS decided_by,
-       coalesce(f_unit_stack.fix, f_unit.fix, f_stack.fix, f_any.fix) AS fix, j.missing_data, rf.framework,
+       -- a library's own kernel gets its library's knob where the class's fix would edit the kernel's code
+       CASE WHEN coalesce(f_unit_stack.edits_kernel, f_unit.edits_kernel, f_stack.edits_kernel, f_any.edits_kernel) = 'true'
+                 AND lf.fix IS NOT NULL THEN lf.fix
+            ELSE coalesce(f_unit_stack.fix, f_unit.fix, f_stack.fix, f_any.fix) END AS fix, j.missing_data, rf.framework,
        j.duration_ns, j.real_duration_ns, j.duration_basis, j.sm_pct, j.dram_pct, j.mem_pct, j.memory_pct,
        j.l1_pct, j.l2_pct, j.l2_hit_pct, j.tensor_util_pct, j.fma_pct, j.alu_pct, j.fp64_pct, j.issue_pct,
        j.issue_idle_pct, j.achieved_occupancy_pct, j.waves_per_sm, j.dram_bytes, j.compulsory_bytes,
        j.dram_to_compulsory, j.warp_specialized
 FROM judged j
 LEFT JOIN run_framework rf ON rf.run_id = j.run_id
+LEFT JOIN library_fix lf ON lf.library = j.library AND lf.implementation = j.implementation AND lf.op_class = j.op_class
+     AND lf.framework IS NOT DISTINCT FROM rf.framework
 LEFT JOIN bottleneck_fixes f_unit_stack ON f_unit_stack.bottleneck = j.bottleneck AND f_unit_stack.limiting_unit = j.limiting_unit
      AND f_unit_stack.framework = rf.framework
 LEFT JOIN bottleneck_fixes f_unit ON f_unit.bottleneck = j.bottleneck AND f_unit.limiting_unit = j.limiting_unit

@@ -1,4 +1,4 @@
--- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
+-- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
 -- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
 -- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
 -- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
@@ -26,10 +26,16 @@
 --       work spread over every SM at the same per-SM speed (an upper bound);
 --   partial last wave: ncu's LaunchConfiguration tail-wave estimate (global speedup) on the other launches, but
 --       not on DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave);
+--   pre-Hopper kernel on Hopper (sm_90): kernel_time rows on a GPU of compute capability 9.x whose name matches
+--       pre_hopper_kernels.csv (FlashAttention-2, cuBLAS and cuDNN sm80 builds); saved = time x (1 - 1/speedup) where
+--       a published speed of the Hopper path exists (the row cites it), else no estimate; the fix (signal_fixes.csv,
+--       fix_key = the kernel family) names the Hopper path;
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
 -- fix comes from signal_fixes.csv by the signal's fix_key and the stack its models share (run_framework:
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
+-- Where that fix edits the kernel's code or algorithm (edits_kernel) and a library owns the kernel (a library_fixes
+-- row for its library, implementation, op class and stack), the fix is that library's knob instead.
 WITH t AS (
     SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
            max(CASE WHEN name = 'tensor_efficiency_low_pct' THEN value END) AS tensor_efficiency_low_pct,
@@ -211,6 +217,39 @@ WITH t AS (
       AND NOT (b.bottleneck IN ('memory-bound', 'cache-inefficient') AND b.limiting_unit = 'dram')
     GROUP BY b.kernel_id, b.time_basis
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
+), hopper_gpus AS (
+    -- GPUs of compute capability 9.x (Hopper), as any run on them recorded it
+    SELECT gpu FROM runs GROUP BY gpu HAVING max(compute_capability) LIKE '9.%'
+), pre_hopper_matches AS (
+    -- each kernel identity on a Hopper GPU whose name shows an Ampere (sm80) build: its family (pre_hopper_kernels.csv,
+    -- lowest priority number first) and its real GPU time (kernel_time: timeline where the model has one)
+    SELECT k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class, k.time_basis, k.launches, k.gpu_time_ns,
+           arg_min(p.kernel_family, CAST(p.priority AS INTEGER)) AS kernel_family,
+           arg_min(TRY_CAST(nullif(p.hopper_speedup, '') AS DOUBLE), CAST(p.priority AS INTEGER)) AS hopper_speedup,
+           arg_min(p.speedup_source, CAST(p.priority AS INTEGER)) AS speedup_source
+    FROM kernel_time k
+    JOIN hopper_gpus h ON h.gpu = k.gpu
+    JOIN pre_hopper_kernels p ON regexp_matches(lower(concat(k.kernel_base, ' ', k.kernel_signature)), p.pattern)
+    GROUP BY k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class, k.time_basis, k.launches, k.gpu_time_ns,
+             k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.op_shapes
+), pre_hopper AS (
+    SELECT 'pre-Hopper kernel on Hopper (sm_90)' AS signal, min(m.kernel_signature) AS subject, m.kernel_id,
+           min(m.library) AS library, min(m.op_class) AS op_class, count(DISTINCT m.model) AS models,
+           array_to_string(list_sort(list(DISTINCT m.model)), ',') AS model_list,
+           CAST(sum(m.launches) AS BIGINT) AS launches, sum(m.gpu_time_ns) AS gpu_time_ns,
+           concat(min(m.kernel_family), ' kernel on ', min(m.gpu),
+                  ' (compute capability 9.x): built for Ampere, it uses no wgmma or TMA') AS evidence,
+           CASE WHEN min(m.hopper_speedup) > 1 THEN sum(m.gpu_time_ns) * (1 - 1 / min(m.hopper_speedup)) END AS est_time_saved_ns,
+           CASE WHEN min(m.hopper_speedup) > 1
+                THEN concat('ESTIMATE: the Hopper path runs the same work ', CAST(min(m.hopper_speedup) AS VARCHAR), 'x faster (',
+                            min(m.speedup_source), ')')
+                ELSE 'no estimate: no published speed of the Hopper path for this kernel family' END AS assumption,
+           min(m.kernel_family) AS fix_key,
+           CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
+           m.time_basis
+    FROM pre_hopper_matches m LEFT JOIN model_stack ms ON ms.model = m.model
+    GROUP BY m.kernel_id, m.time_basis
+    HAVING sum(m.gpu_time_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), fusion AS (
     -- averaged over the model's timeline runs (each run is one profiled stretch of the same workload)
     SELECT 'fusable chain of small kernels' AS signal, f.subject, CAST(NULL AS VARCHAR) AS kernel_id,
@@ -306,6 +345,7 @@ WITH t AS (
     UNION ALL SELECT * FROM register_limited
     UNION ALL SELECT * FROM small_grid
     UNION ALL SELECT * FROM tail_wave
+    UNION ALL SELECT * FROM pre_hopper
     UNION ALL SELECT * FROM fusion
     UNION ALL SELECT * FROM launch_bound_runs
 ), seed AS (
@@ -317,11 +357,30 @@ WITH t AS (
     SELECT calibrated.*, 'calibrated' AS source FROM calibrated
     UNION ALL
     SELECT seed.*, 'seed heuristic' AS source FROM seed
+), owners AS (
+    -- each signalled kernel's library, implementation, op class and stack, for its library's knob
+    SELECT DISTINCT s.kernel_id, s.library, i.implementation, s.op_class, s.framework
+    FROM signals s
+    JOIN (SELECT kernel_id, min(implementation) AS implementation
+          FROM (SELECT kernel_id, implementation FROM kernels UNION ALL SELECT kernel_id, implementation FROM kernel_launches) u
+          GROUP BY kernel_id) i ON i.kernel_id = s.kernel_id
+), library_fix AS (
+    -- library_fixes.csv: of the rows matching, the one naming the most (implementation, then op class, then stack)
+    SELECT o.kernel_id, o.library, o.op_class, o.framework,
+           arg_max(lf.fix, CASE WHEN lf.implementation <> '*' THEN 4 ELSE 0 END + CASE WHEN lf.op_class <> '*' THEN 2 ELSE 0 END
+                           + CASE WHEN lf.framework <> '*' THEN 1 ELSE 0 END) AS fix
+    FROM owners o
+    JOIN library_fixes lf ON lf.library = o.library AND lf.implementation IN ('*', o.implementation)
+         AND lf.op_class IN ('*', o.op_class) AND lf.framework IN ('*', o.framework)
+    GROUP BY o.kernel_id, o.library, o.op_class, o.framework
 )
 SELECT s.signal, s.subject, s.kernel_id, s.library, s.op_class, s.models, s.model_list, s.launches, s.gpu_time_ns,
        100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption,
-       coalesce(f_stack.fix, f_any.fix) AS fix, s.time_basis, s.source, s.framework
+       CASE WHEN coalesce(f_stack.edits_kernel, f_any.edits_kernel) = 'true' AND lf.fix IS NOT NULL THEN lf.fix
+            ELSE coalesce(f_stack.fix, f_any.fix) END AS fix, s.time_basis, s.source, s.framework
 FROM signals s LEFT JOIN totals tot ON tot.time_basis = s.time_basis
+LEFT JOIN library_fix lf ON lf.kernel_id = s.kernel_id AND lf.library = s.library AND lf.op_class = s.op_class
+     AND lf.framework IS NOT DISTINCT FROM s.framework
 LEFT JOIN signal_fixes f_stack ON f_stack.fix_key = s.fix_key AND f_stack.framework = s.framework
 LEFT JOIN signal_fixes f_any ON f_any.fix_key = s.fix_key AND f_any.framework = '*'
 ORDER BY s.source, s.signal, s.est_time_saved_ns DESC NULLS LAST, s.models DESC, s.gpu_time_ns DESC, s.subject
