@@ -921,7 +921,9 @@ class Harness:
             if not my_runs:
                 skipped = [why for path, why in report.skipped if polluted.name in path]
                 return Outcome(variant, "lost", f"silently skipped: {skipped[0] if skipped else 'not read, no error'}")
-            warnings = [str(w) for w in getattr(report, "warnings", []) if shown in str(w) or polluted.name in str(w)]
+            # the readers' warnings come with each run (RunSummary.warnings), naming the file and line
+            warnings = [str(w) for w in [*getattr(report, "warnings", []), *(w for r in my_runs for w in r.warnings)]
+                        if shown in str(w) or polluted.name in str(w)]
             notes = [n for r in my_runs for n in r.notes if n not in reference.notes]
             stored = _stored(warehouse, [r.run_id for r in my_runs], [], variant.allowed)
             return compare(variant, reference, stored, warnings + notes)
