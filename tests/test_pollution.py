@@ -35,12 +35,6 @@ FAST = {
 KNOWN_LOST: dict[str, str] = {
     'tests/data/csv-nsys-xla-pushpop/output_nvtx_pushpop_trace.csv::stderr-between-rows':
         'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
     'tests/data/multirank-ddp-h200/rank0/rank0.trace.json::bom':
         'lost in the score run of bench/pollution.py (2026-11-26)',
     'tests/data/multirank-ddp-h200/rank0/rank0.trace.json::stderr-between-rows':
@@ -48,36 +42,6 @@ KNOWN_LOST: dict[str, str] = {
     'tests/data/multirank-ddp-h200/rank1/rank1.trace.json::bom':
         'lost in the score run of bench/pollution.py (2026-11-26)',
     'tests/data/multirank-ddp-h200/rank1/rank1.trace.json::stderr-between-rows':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::stderr-mid-row':
         'lost in the score run of bench/pollution.py (2026-11-26)',
     'tests/data/nsys-sqlite-a100/saxpy-mpi-cuda.sqlite::dropped-table:NVTX_EVENTS':
         'lost: kernels stored without their NVTX range (nvtx_path, nvtx_range NULL), no warning',
@@ -89,26 +53,12 @@ KNOWN_LOST: dict[str, str] = {
         "lost: 3 difference(s) in rows the pollution did not touch: kernel_summaries: 1 row(s) missing, e.g. kernel_name='saxpy(double *, double *, double *, double,",
     'tests/data/profile-h100/conv_quick/discovery/nvml-samples.csv::non-utf8-in-name':
         "lost: touched rows changed with no warning: gpu_samples: 1 row(s) missing, e.g. field='sm_clock' [gpu_uuid: 'GPU-e11c404d-6750-e350-11fd-766aebec6e70' -> 'G",
-    'tests/data/profile-h100/custom_invocation/ncu/custom_kernel.details.csv::localized-1.234,5':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=1, metric='dram__cycles_elapsed.avg.per_second' [value: 2620000000.0 -",
-    'tests/data/profile-h100/custom_invocation/ncu/custom_kernel.details.csv::stderr-mid-row':
-        "lost: touched rows changed with no warning: kernels: 1 row(s) missing, e.g. launch_id=1, kernel_name='sgemm_tiled', nvtx_range=None [grid_x: 64 -> None; gri",
-    'tests/data/profile-h100/ncu_log_names_shifted/conv_net.raw.csv::duplicated-column':
-        "lost: 12 difference(s) in rows the pollution did not touch: kernels: 1 row(s) missing, e.g. launch_id=0, kernel_name='sm90_xmma_fprop_image_first_layer_f16f",
-    'tests/data/profile-h100/ncu_log_names_shifted/conv_net.raw.csv::stderr-mid-row':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='device__attribute_maximum_texture1d_width' [value: 131072.0",
     'tests/data/telemetry-gemm-h100/nvidia-smi-pmon.txt::non-utf8-in-name':
         "lost: touched rows changed with no warning: gpu_samples: 1 row(s) missing, e.g. field='process_type' [process_name: 'python3' -> 'p�ython3']; gpu_samples: 1",
     'tests/data/telemetry-smi-gpt2-h100/nvidia-smi-dmon.txt::empty-cells':
         "lost: touched rows changed with no warning: gpu_samples: 1 row(s) missing, e.g. field='power'; gpu_samples: 1 row(s) missing, e.g. field='gpu_temperature'; ",
     'tests/data/telemetry-smi-gpt2-h100/nvidia-smi-dmon.txt::localized-1.234,5':
         "lost: touched rows changed with no warning: gpu_samples: 1 row(s) missing, e.g. field='memory_clock' [value: 2619000000.0 -> 2619000.0]; gpu_samples: 1 row(",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::non-utf8-in-name':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='smsp__thread_inst_executed_per_inst_executed.ratio' [metric",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::stderr-mid-row':
-        "lost: touched rows changed with no warning: kernels: 1 row(s) missing, e.g. launch_id=2, kernel_name='void at::vectorized_elementwise_kernel<2, at::CUDAFunc",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::unseen-rule-text':
-        'crashed: the ingest raised KwhError: internal: table rules has NULLs in NOT NULL column rule_name (schema.py:99)',
     'tests/data/torch-trace-custom_cupy/trace.json::bom':
         'lost: silently skipped: not a profiler export (JSON)',
 }

@@ -342,8 +342,9 @@ def is_mangled(names: pl.Series) -> bool:
 
 
 def localized(cells: pl.Series) -> pl.Series:
-    """Which cells are numbers printed in a locale other than C ("1.234,5", "1 234,5", "2,62")."""
-    return cells.str.contains(LOCALIZED_NUMBER.pattern).fill_null(False)
+    """Which cells are numbers printed in a locale other than C ("1.234,5", "1 234,5", "2,62"); null
+    for a null cell (`.any()` is the usual question, and a fill_null would cost a copy)."""
+    return cells.str.contains(LOCALIZED_NUMBER.pattern)
 
 
 def reject_localized_file(path: Path, table: NcuTable, cell: str, row: int) -> None:

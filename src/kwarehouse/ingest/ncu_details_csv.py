@@ -77,7 +77,7 @@ class NcuDetailsCsv:
         warnings = list(table.warnings)
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
-            metrics = without_localized_cells(path, table, frame, metrics, is_localized, warnings)
+            metrics = without_localized_cells(path, table, frame, metrics, is_localized.fill_null(False), warnings)
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), warnings=warnings)

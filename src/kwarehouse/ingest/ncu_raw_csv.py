@@ -50,8 +50,8 @@ class NcuRawCsv:
         warnings = list(table.warnings)
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
-            metrics = without_localized_launches(path, table, launches_rows, metric_names, metrics, is_localized,
-                                                 warnings)
+            metrics = without_localized_launches(path, table, launches_rows, metric_names, metrics,
+                                                 is_localized.fill_null(False), warnings)
         gpu = None
         if "device__attribute_display_name" in frame.columns:
             names = launches_rows["device__attribute_display_name"].drop_nulls()
