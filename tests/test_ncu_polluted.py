@@ -188,3 +188,25 @@ def test_a_text_value_in_a_locales_format_is_left_out_with_a_warning(tmp_path):
     assert len(polluted.warnings) == 1 and polluted.warnings[0].startswith(
         f"{path}:{row + 1}: DRAM Frequency: a number printed in a locale's format (")
     assert polluted.metrics.height == clean.metrics.height - 1
+
+
+@pytest.mark.parametrize("source, row", [(RAW, 3), (DETAILS, 12)])
+def test_a_csv_row_with_a_byte_that_is_not_utf8_is_left_out_with_a_warning(tmp_path, source, row):
+    """A Latin-1 byte in a kernel name: that row is left out (a raw page's launch, a details page's
+    metric row), the rest of the file read, not the whole file refused."""
+    lines = source.read_bytes().split(b"\n")
+    launch = int(lines[row].split(b'","')[0].strip(b'"'))
+    name = lines[0].decode().split('","').index("Kernel Name")
+    fields = lines[row].split(b'","')
+    fields[name] = fields[name][:2] + b"\xe9" + fields[name][2:]
+    lines[row] = b'","'.join(fields)
+    path = tmp_path / source.name
+    path.write_bytes(b"\n".join(lines))
+    clean, polluted = ingest.read(source), ingest.read(path)
+    assert polluted.warnings == [f"{path}:{row + 1}: row left out: it holds a byte that is not UTF-8 (edited, or "
+                                 "copied through another encoding?); re-export it with ncu --csv"]
+    if source == RAW:
+        assert _same(polluted.metrics, clean.metrics.filter(pl.col("launch_id") != launch))
+    else:
+        assert polluted.metrics.height == clean.metrics.height - 1
+        assert _same(polluted.launches, clean.launches)

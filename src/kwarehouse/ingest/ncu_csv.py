@@ -115,9 +115,13 @@ def read_table(path: Path, data: bytes | None = None,
         # The usual file: rows only, every line ended. The table is parsed as it is and a row's file
         # line is its index past the header (no list of lines is built, and the lines are counted
         # only to word a parse error).
-        frame = _parse(path, table, None, header_line)
-        result = NcuTable(frame, range(header_line + 1, header_line + 1 + frame.height), header_line)
-        return _merge_duplicate_columns(path, result, droppable)
+        try:
+            frame = _parse(path, table, None, header_line)
+        except _NotUtf8:
+            frame = None           # the line-by-line path leaves out the rows that are not UTF-8
+        if frame is not None:
+            result = NcuTable(frame, range(header_line + 1, header_line + 1 + frame.height), header_line)
+            return _merge_duplicate_columns(path, result, droppable)
     lines = table.split(b"\n")
     line_numbers = list(range(header_line, header_line + len(lines)))
     spliced = b"==" in table
@@ -140,11 +144,41 @@ def read_table(path: Path, data: bytes | None = None,
         # ncu's log lines and blank lines between rows: drop them, keep true line numbers.
         body = b"\n".join(lines[i] for i in kept)
     line_numbers = [line_numbers[i] for i in kept]
-    del lines, table
-    result = NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+    try:
+        result = NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+    except _NotUtf8:
+        result = _without_rows_not_utf8(path, [lines[i] for i in kept], line_numbers, header_line)
+    del lines, table, body
     if result.frame.height != len(line_numbers) - 1:
         result = _without_broken_rows(path, result, line_numbers)
     return _merge_duplicate_columns(path, result, droppable)
+
+
+class _NotUtf8(Exception):
+    """The table holds bytes that are not UTF-8 (read_table leaves their rows out)."""
+
+
+def _without_rows_not_utf8(path: Path, lines: list[bytes], numbers: list[int], header_line: int) -> NcuTable:
+    """The table parsed without its rows that hold a byte that is not UTF-8 (a name edited or copied
+    through another encoding: what the cell said cannot be told), each left out with a warning; a
+    header so is refused."""
+    kept, kept_numbers, warnings, left_out = [], [], [], []
+    for index, (line, number) in enumerate(zip(lines, numbers)):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            if index == 0:
+                raise InputError(path, "the header holds a byte that is not UTF-8; re-export the file with "
+                                 "ncu --csv", line=number) from None
+            left_out.append(number)
+            warnings.append(str(InputError(path, "row left out: it holds a byte that is not UTF-8 (edited, or "
+                                           "copied through another encoding?); re-export it with ncu --csv",
+                                           line=number)))
+            continue
+        kept.append(line)
+        kept_numbers.append(number)
+    frame = _parse(path, b"\n".join(kept), kept_numbers, header_line)
+    return NcuTable(frame, kept_numbers[1:], header_line, warnings, left_out)
 
 
 def _rejoined(lines: list[bytes], numbers: list[int]) -> tuple[list[bytes], list[int]]:
@@ -265,6 +299,8 @@ def _parse(path: Path, body: bytes, line_numbers, header_line: int) -> pl.DataFr
     try:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
+        if "utf-8" in str(exc).lower() or "utf8" in str(exc).lower():
+            raise _NotUtf8() from exc
         if line_numbers is None:
             line_numbers = range(header_line, header_line + body.count(b"\n"))
         bad = _locate_bad_row(body)
