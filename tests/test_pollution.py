@@ -20,10 +20,12 @@ from pollution import Damage, Harness, Variant
 FAST = {
     "tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv":
         ("cut-mid-row", "stderr-between-rows", "stderr-mid-row", "bom", "na-cells", "extra-column",
-         "header-repeated", "gzip-truncated", "non-utf8-file-name"),
+         "header-repeated", "gzip-truncated", "non-utf8-file-name", "duplicated-column", "localized-1 234,5",
+         "non-utf8-in-name"),
     "tests/data/ncu-cupy-h100-stdout/details.csv": ("cut-mid-line", "unseen-rule-text", "na-cells",
-                                                    "mixed-line-endings"),
-    "tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt": ("stderr-mid-row", "unseen-rule-text", "progress-bar-cr"),
+                                                    "mixed-line-endings", "stderr-mid-row"),
+    "tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt": ("stderr-mid-row", "unseen-rule-text", "progress-bar-cr",
+                                                           "non-utf8-in-name"),
     "tests/data/text-nsys-a100-vectoradd/stats_console.txt": ("stderr-mid-row", "progress-bar-cr", "bom"),
     "tests/data/nsys-stats-derived-a100/stats_stdout.csv": ("stderr-mid-row", "reordered-columns"),
     "tests/data/torch-trace-compiled_mlp/trace.json": ("cut-mid-line", "non-utf8-in-name", "reordered-columns"),
