@@ -210,3 +210,17 @@ def test_a_csv_row_with_a_byte_that_is_not_utf8_is_left_out_with_a_warning(tmp_p
     else:
         assert polluted.metrics.height == clean.metrics.height - 1
         assert _same(polluted.launches, clean.launches)
+
+
+def test_a_page_whose_every_row_is_left_out_is_refused_saying_why(tmp_path):
+    """A raw page of one launch whose row holds a byte that is not UTF-8: nothing usable, refused in
+    one line that says why (not "did ncu profile any kernel?")."""
+    source = DATA / "verdicts-ncu-h100/gpt2/gpt2.raw.csv"
+    lines = source.read_bytes().split(b"\n")
+    assert len([line for line in lines if line]) == 3          # header, units, one launch
+    lines[2] = lines[2].replace(b'"python3', b'"pyth\xe9on3', 1)
+    path = tmp_path / source.name
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=r"gpt2.raw.csv:3: no kernel row could be read: 1 left out, the first "
+                                         r"because: row left out: it holds a byte that is not UTF-8"):
+        ingest.read(path)

@@ -88,7 +88,7 @@ class NcuTable:
     frame: pl.DataFrame
     row_lines: list[int] | range
     header_line: int
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[InputError] = field(default_factory=list)   # one per row or column left out
     left_out_lines: list[int] = field(default_factory=list)   # file lines of rows left out
 
 
@@ -171,9 +171,9 @@ def _without_rows_not_utf8(path: Path, lines: list[bytes], numbers: list[int], h
                 raise InputError(path, "the header holds a byte that is not UTF-8; re-export the file with "
                                  "ncu --csv", line=number) from None
             left_out.append(number)
-            warnings.append(str(InputError(path, "row left out: it holds a byte that is not UTF-8 (edited, or "
+            warnings.append(InputError(path, "row left out: it holds a byte that is not UTF-8 (edited, or "
                                            "copied through another encoding?); re-export it with ncu --csv",
-                                           line=number)))
+                                           line=number))
             continue
         kept.append(line)
         kept_numbers.append(number)
@@ -219,9 +219,9 @@ def _without_broken_rows(path: Path, table: NcuTable, line_numbers) -> NcuTable:
         line = line_numbers[at] if at < len(line_numbers) else None
         if count:
             left_out.append(line)
-            warnings.append(str(InputError(path, "row left out: a cell holds a line break, so other text was "
+            warnings.append(InputError(path, "row left out: a cell holds a line break, so other text was "
                                            "written into the row (stdout and stderr in one file?); re-export "
-                                           "it with ncu --csv into a file of its own", line=line)))
+                                           "it with ncu --csv into a file of its own", line=line))
         else:
             kept.append(index)
             rows.append(line)
@@ -247,9 +247,9 @@ def _merge_duplicate_columns(path: Path, table: NcuTable, droppable: Callable[[s
             drop.add(copy)
         elif droppable is not None and droppable(name):
             if name not in drop:
-                warnings.append(str(InputError(path, f'the header names column "{name}" twice, with different '
+                warnings.append(InputError(path, f'the header names column "{name}" twice, with different '
                                                "values: it is left out; re-export the file with ncu --csv",
-                                               line=table.header_line)))
+                                               line=table.header_line))
             drop.update({copy, name})
         else:
             raise InputError(path, f'the header names column "{name}" twice, with different values; '
@@ -337,6 +337,14 @@ def require_columns(path: Path, table: NcuTable, needed: list[str], hint: str) -
     if missing:
         names = ", ".join(f'"{c}"' for c in missing)
         raise InputError(path, f"no {names} column; {hint}", line=table.header_line)
+
+
+def reject_all_left_out(path: Path, table: NcuTable, rows: str) -> None:
+    """Refuse a page none of whose `rows` could be read, with why the first was left out."""
+    if table.warnings and table.left_out_lines:
+        first = next(w for w in table.warnings if w.line == table.left_out_lines[0])
+        raise InputError(path, f"no {rows} could be read: {len(table.left_out_lines)} left out, the first "
+                         f"because: {first.message}", line=first.line)
 
 
 def reject_short_rows(path: Path, table: NcuTable, frame: pl.DataFrame, column: str, row_index: str) -> None:

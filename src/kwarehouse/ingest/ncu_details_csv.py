@@ -38,6 +38,7 @@ class NcuDetailsCsv:
             "was it exported with ncu --import REPORT --csv --page details?")
         frame = table.frame.with_row_index("_row")
         if frame.height == 0:
+            ncu_csv.reject_all_left_out(path, table, "metric row")
             raise InputError(path, "no metric rows after the header; did ncu profile any kernel?",
                              line=table.header_line)
         ncu_csv.reject_short_rows(path, table, frame, "Metric Value", "_row")
@@ -74,7 +75,7 @@ class NcuDetailsCsv:
                 .select(list(RULE_COLUMNS))
                 .collect()
             )
-        warnings = list(table.warnings)
+        warnings = [str(w) for w in table.warnings]
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
             metrics = without_localized_cells(path, table, frame, metrics, is_localized.fill_null(False), warnings)

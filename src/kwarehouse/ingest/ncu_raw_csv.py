@@ -33,6 +33,7 @@ class NcuRawCsv:
                              line=table.header_line + 1)
         units_row, launches_rows = frame.head(1), frame.slice(1)
         if launches_rows.height == 0:
+            ncu_csv.reject_all_left_out(path, table, "kernel row")
             raise InputError(path, "no kernel rows after the units row; did ncu profile any kernel?",
                              line=table.header_line + 1)
         # Every raw row has every column: a null in the last column means the row was cut short.
@@ -47,7 +48,7 @@ class NcuRawCsv:
         # The metric columns in name order: a batch of raw pages is then in the order the writer
         # clusters the metrics table in (metric, run, launch) and is written without a sort.
         metrics = long_metrics(launches_rows, sorted(metric_names), units)
-        warnings = list(table.warnings)
+        warnings = [str(w) for w in table.warnings]
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
             metrics = without_localized_launches(path, table, launches_rows, metric_names, metrics,
