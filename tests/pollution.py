@@ -950,7 +950,7 @@ class Harness:
                     return Outcome(variant, "refused", f"{empty[0].path}: nothing to store: {empty[0].reason}")
                 skipped = [why for path, why in report.skipped if polluted.name in path]
                 return Outcome(variant, "lost", f"silently skipped: {skipped[0] if skipped else 'not read, no error'}")
-            # the readers' row warnings travel on the runs (RunSummary.warnings; the report has none of its own)
+            # the readers' warnings come with each run (RunSummary.warnings), naming the file and line
             warnings = [str(w) for w in [*getattr(report, "warnings", []), *(w for r in my_runs for w in r.warnings)]
                         if shown in str(w) or polluted.name in str(w)]
             notes = [n for r in my_runs for n in r.notes if n not in reference.notes]

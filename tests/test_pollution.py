@@ -20,10 +20,12 @@ from pollution import Damage, Harness, Variant
 FAST = {
     "tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv":
         ("cut-mid-row", "stderr-between-rows", "stderr-mid-row", "bom", "na-cells", "extra-column",
-         "header-repeated", "gzip-truncated", "non-utf8-file-name"),
+         "header-repeated", "gzip-truncated", "non-utf8-file-name", "duplicated-column", "localized-1 234,5",
+         "non-utf8-in-name"),
     "tests/data/ncu-cupy-h100-stdout/details.csv": ("cut-mid-line", "unseen-rule-text", "na-cells",
-                                                    "mixed-line-endings"),
-    "tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt": ("stderr-mid-row", "unseen-rule-text", "progress-bar-cr"),
+                                                    "mixed-line-endings", "stderr-mid-row"),
+    "tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt": ("stderr-mid-row", "unseen-rule-text", "progress-bar-cr",
+                                                           "non-utf8-in-name"),
     "tests/data/text-nsys-a100-vectoradd/stats_console.txt": ("stderr-mid-row", "progress-bar-cr", "bom"),
     "tests/data/nsys-stats-derived-a100/stats_stdout.csv": ("stderr-mid-row", "reordered-columns"),
     "tests/data/torch-trace-compiled_mlp/trace.json": ("cut-mid-line", "non-utf8-in-name", "reordered-columns"),
@@ -33,52 +35,6 @@ FAST = {
 
 # What the score found lost or crashed on the code this suite was written against (variant id: why).
 KNOWN_LOST: dict[str, str] = {
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/meta-ncu-log-gpt2-h100/gpt2.raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-cupy-h100-stdout/raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-custom-cupy-h100/custom_cupy.raw.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gpt2-h100/gpt2.raw.mangled.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-gtx1080-raw/ncu-raw_gtx1080-pascal_microgpusim-vecadd.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::duplicated-column':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::localized-1 234,5':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/ncu-llama-h100-variants/llama.raw.baseunits.csv::stderr-mid-row':
-        'lost in the score run of bench/pollution.py (2026-11-26)',
-    'tests/data/profile-h100/custom_invocation/ncu/custom_kernel.details.csv::localized-1.234,5':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=1, metric='dram__cycles_elapsed.avg.per_second' [value: 2620000000.0 -",
-    'tests/data/profile-h100/custom_invocation/ncu/custom_kernel.details.csv::stderr-mid-row':
-        "lost: touched rows changed with no warning: kernels: 1 row(s) missing, e.g. launch_id=1, kernel_name='sgemm_tiled', nvtx_range=None [grid_x: 64 -> None; gri",
-    'tests/data/profile-h100/ncu_log_names_shifted/conv_net.raw.csv::duplicated-column':
-        "lost: 12 difference(s) in rows the pollution did not touch: kernels: 1 row(s) missing, e.g. launch_id=0, kernel_name='sm90_xmma_fprop_image_first_layer_f16f",
-    'tests/data/profile-h100/ncu_log_names_shifted/conv_net.raw.csv::stderr-mid-row':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='device__attribute_maximum_texture1d_width' [value: 131072.0",
-    'tests/data/text-ncu-gpt2-h100/gpt2.ncu-console.txt::non-utf8-in-name':
-        "lost: touched rows changed with no warning: metrics: 1 row(s) missing, e.g. launch_id=2, metric='smsp__thread_inst_executed_per_inst_executed.ratio' [metric",
 }
 
 

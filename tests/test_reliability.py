@@ -86,11 +86,12 @@ def test_kill_9_at_random_points_always_leaves_a_consistent_warehouse(warehouse,
 # -- hostile input -------------------------------------------------------------------------------
 
 def test_locale_formatted_numbers_are_refused(tmp_path):
+    """In every launch (one launch so is left out with a warning: tests/test_ncu_polluted.py)."""
     text = (DATA / "ncu-gpt2-h100/gpt2.raw.csv").read_text()
     path = tmp_path / "locale.raw.csv"
-    path.write_text(text.replace('"1,123"', '"1.123.456"', 1))
+    path.write_text(text.replace('"1,123"', '"1.123.456"', 1).replace('"1,024"', '"1.024.000"'))
     with pytest.raises(InputError, match=r"locale.raw.csv:\d+: numbers are locale-formatted \('1.123.456'\); "
-                                         r"re-export with LC_ALL=C"):
+                                         r"re-export \(or re-capture\) with LC_ALL=C"):
         ingest.read(path)
 
 

@@ -11,9 +11,10 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 
@@ -37,9 +38,19 @@ LAUNCH_FIELDS = {
 MAX_LINE_BYTES = 32 << 20
 TRUNCATED_ROW = ("file ends in the middle of a row (truncated?); re-export it with ncu --csv, or, if it is "
                  "still being copied, wait for the copy to finish")
-# "27.595.520": a number printed with a locale's dot grouping. ncu --csv prints 27,595,520 (C locale);
-# reading the dots as decimal points would silently be wrong by orders of magnitude.
-LOCALE_NUMBER = re.compile(r"^[+-]?\d{1,3}(\.\d{3}){2,}(,\d+)?$")
+# A number as a locale other than C prints it ("27.595.520", "1.234,5", "1 234,5", "2,62"): grouped by
+# dots or spaces, or with a decimal comma. ncu --csv prints 27,595,520 and 2.62 (C locale); reading
+# such a cell as a C number would silently be wrong by orders of magnitude. Only forms that are never
+# C numbers are matched: "1.234" and "2,600" are also C numbers, and are told apart by the row they are in.
+LOCALIZED_NUMBER = re.compile(r"^[+-]?(?:\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?|\d{1,3}(?:\.\d{3})+,\d+"
+                              r"|\d{1,3}(?:\.\d{3}){2,}|\d+,(?:\d{1,2}|\d{4,})|\d{4,},\d+)$")
+# A cell that is a number in some locale and holds a separator: what a localized row's cells are
+# left out by (its plain digits, "1234", read the same in every locale).
+SEPARATED_NUMBER = r"^[+-]?\d[\d., \u00a0\u202f]*[., \u00a0\u202f]\d+$"
+LOCALIZED_FIX = "re-export (or re-capture) with LC_ALL=C so ncu prints 27,595,520 and 2.62"
+# ncu's own messages (stderr) as they land inside a row of a file that holds stdout and stderr both:
+# block-buffered stdout flushed part of a row, ncu wrote its line, stdout wrote the rest of the row.
+SPLICED_MESSAGE = re.compile(rb"==(?:PROF|WARNING|ERROR|INFO)== ")
 
 # Columns that describe the launch but that kwh does not keep (old versions' wall-clock "Kernel Time").
 IGNORED_FIELDS = {"Kernel Time"}
@@ -73,17 +84,23 @@ def header_columns(head: bytes) -> list[str] | None:
 
 @dataclass
 class NcuTable:
-    """The CSV table of a page: all cells as text, and the file line of each row (1-based)."""
+    """The CSV table of a page: all cells as text, and the file line of each row (1-based); rows that
+    could not be read were left out of it, each with its warning."""
 
     frame: pl.DataFrame
     row_lines: list[int] | range
     header_line: int
+    warnings: list[InputError] = field(default_factory=list)   # one per row or column left out
+    left_out_lines: list[int] = field(default_factory=list)   # file lines of rows left out
 
 
-def read_table(path: Path, data: bytes | None = None) -> NcuTable:
+def read_table(path: Path, data: bytes | None = None,
+               droppable: Callable[[str], bool] | None = None) -> NcuTable:
     """Parse the CSV table of an ncu export, every cell as text (None where a row was short).
     data: the file's bytes, where the caller read them already (ingest hashes them first); only a
-    file no longer than MAX_LINE_BYTES comes so (a longer one is scanned before it is read)."""
+    file no longer than MAX_LINE_BYTES comes so (a longer one is scanned before it is read).
+    droppable: columns that may be left out, with a warning, when the header names them twice with
+    different values (a raw page's metrics); any other column so is refused."""
     if data is None or len(data) > MAX_LINE_BYTES:
         data = _read_bounded(path)
     if not data or data.isspace():
@@ -100,10 +117,18 @@ def read_table(path: Path, data: bytes | None = None) -> NcuTable:
         # The usual file: rows only, every line ended. The table is parsed as it is and a row's file
         # line is its index past the header (no list of lines is built, and the lines are counted
         # only to word a parse error).
-        frame = _parse(path, table, None, header_line)
-        return NcuTable(frame, range(header_line + 1, header_line + 1 + frame.height), header_line)
+        try:
+            frame = _parse(path, table, None, header_line)
+        except _NotUtf8:
+            frame = None           # the line-by-line path leaves out the rows that are not UTF-8
+        if frame is not None:
+            result = NcuTable(frame, range(header_line + 1, header_line + 1 + frame.height), header_line)
+            return _merge_duplicate_columns(path, result, droppable)
     lines = table.split(b"\n")
     line_numbers = list(range(header_line, header_line + len(lines)))
+    spliced = b"==" in table
+    if spliced:
+        lines, line_numbers = _rejoined(lines, line_numbers)
     kept = [i for i, line in enumerate(lines) if line.strip() and not _TOOL_LINE.match(line)]
     # ncu ends every line it writes, the last one too (every real export seen does): a last row
     # without its newline is a file cut short - still being copied, or truncated. No ncu cell holds
@@ -115,14 +140,123 @@ def read_table(path: Path, data: bytes | None = None) -> NcuTable:
         len(kept) > 1 and last.endswith(b'"') and _fields(last) == _fields(lines[kept[0]]))
     if unterminated or not (last.endswith(b'"') or last.endswith(b",")):
         raise InputError(path, TRUNCATED_ROW, line=line_numbers[kept[-1]])
-    if len(kept) == len(lines) - 1:
+    if len(kept) == len(lines) - 1 and not spliced:
         body = table            # nothing to drop but the empty string after the last newline
     else:
         # ncu's log lines and blank lines between rows: drop them, keep true line numbers.
         body = b"\n".join(lines[i] for i in kept)
     line_numbers = [line_numbers[i] for i in kept]
-    del lines, table
-    return NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+    try:
+        result = NcuTable(_parse(path, body, line_numbers, header_line), line_numbers[1:], header_line)
+    except _NotUtf8:
+        result = _without_rows_not_utf8(path, [lines[i] for i in kept], line_numbers, header_line)
+    del lines, table, body
+    if result.frame.height != len(line_numbers) - 1:
+        result = _without_broken_rows(path, result, line_numbers)
+    return _merge_duplicate_columns(path, result, droppable)
+
+
+class _NotUtf8(Exception):
+    """The table holds bytes that are not UTF-8 (read_table leaves their rows out)."""
+
+
+def _without_rows_not_utf8(path: Path, lines: list[bytes], numbers: list[int], header_line: int) -> NcuTable:
+    """The table parsed without its rows that hold a byte that is not UTF-8 (a name edited or copied
+    through another encoding: what the cell said cannot be told), each left out with a warning; a
+    header so is refused."""
+    kept, kept_numbers, warnings, left_out = [], [], [], []
+    for index, (line, number) in enumerate(zip(lines, numbers)):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            if index == 0:
+                raise InputError(path, "the header holds a byte that is not UTF-8; re-export the file with "
+                                 "ncu --csv", line=number) from None
+            left_out.append(number)
+            warnings.append(InputError(path, "row left out: it holds a byte that is not UTF-8 (edited, or "
+                                           "copied through another encoding?); re-export it with ncu --csv",
+                                           line=number))
+            continue
+        kept.append(line)
+        kept_numbers.append(number)
+    frame = _parse(path, b"\n".join(kept), kept_numbers, header_line)
+    return NcuTable(frame, kept_numbers[1:], header_line, warnings, left_out)
+
+
+def _rejoined(lines: list[bytes], numbers: list[int]) -> tuple[list[bytes], list[int]]:
+    """The lines with each ncu message written into a row taken out, and the row's two parts joined
+    again: the row as ncu wrote it (a message runs to the end of its line; the row goes on on the
+    next). The joined row keeps the line number of its first part."""
+    out_lines: list[bytes] = []
+    out_numbers: list[int] = []
+    pending, pending_number = b"", 0
+    for line, number in zip(lines, numbers):
+        if pending:
+            line, number = pending + line, pending_number
+            pending = b""
+        match = next((m for m in SPLICED_MESSAGE.finditer(line) if m.start() > 0), None)
+        if match is not None:
+            pending, pending_number = line[:match.start()], number
+            continue
+        out_lines.append(line)
+        out_numbers.append(number)
+    if pending:
+        out_lines.append(pending)
+        out_numbers.append(pending_number)
+    return out_lines, out_numbers
+
+
+def _without_broken_rows(path: Path, table: NcuTable, line_numbers) -> NcuTable:
+    """The table without its rows that hold a line break inside a cell: ncu writes none, so text was
+    written into the row (another program's output, a message ncu does not print), and where it
+    ends cannot be told. Each is left out with a warning; `line_numbers`: the file line of each line
+    of the parsed text, header first."""
+    frame = table.frame
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    breaks = frame.select(pl.sum_horizontal(pl.col(text).str.count_matches("\n", literal=True).fill_null(0))
+                          .alias("_breaks"))["_breaks"].to_list()
+    rows, warnings, left_out, kept = [], list(table.warnings), list(table.left_out_lines), []
+    at = 1                                        # the text line the row starts on (header is line 0)
+    for index, count in enumerate(breaks):
+        line = line_numbers[at] if at < len(line_numbers) else None
+        if count:
+            left_out.append(line)
+            warnings.append(InputError(path, "row left out: a cell holds a line break, so other text was "
+                                           "written into the row (stdout and stderr in one file?); re-export "
+                                           "it with ncu --csv into a file of its own", line=line))
+        else:
+            kept.append(index)
+            rows.append(line)
+        at += 1 + count
+    return NcuTable(frame[kept], rows, table.header_line, warnings, left_out)
+
+
+def _merge_duplicate_columns(path: Path, table: NcuTable, droppable: Callable[[str], bool] | None) -> NcuTable:
+    """A column the header names twice (a spreadsheet or script that copied it) is read once when
+    both hold the same values; with different values it cannot be told which is ncu's: a droppable
+    column is left out with a warning, any other refuses the file. (polars names the second copy
+    `NAME_duplicated_0`.)"""
+    frame = table.frame
+    copies = [c for c in frame.columns if "_duplicated_" in c]
+    if not copies:
+        return table
+    drop, warnings = set(), list(table.warnings)
+    for copy in copies:
+        name = re.sub(r"_duplicated_\d+$", "", copy)
+        if name == copy or name not in frame.columns:
+            continue
+        if frame[copy].equals(frame[name]):
+            drop.add(copy)
+        elif droppable is not None and droppable(name):
+            if name not in drop:
+                warnings.append(InputError(path, f'the header names column "{name}" twice, with different '
+                                               "values: it is left out; re-export the file with ncu --csv",
+                                               line=table.header_line))
+            drop.update({copy, name})
+        else:
+            raise InputError(path, f'the header names column "{name}" twice, with different values; '
+                             "re-export the file with ncu --csv", line=table.header_line)
+    return NcuTable(frame.drop(sorted(drop)), table.row_lines, table.header_line, warnings, table.left_out_lines)
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -142,15 +276,18 @@ def _read_bounded(path: Path) -> bytes:
         raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
 
 
-# A line of ncu's log ("==PROF==") or of nothing but blanks: the slow path drops such lines. (One
-# regex pass over the bytes; cheaper than a substring test per pattern.)
-_NOT_A_ROW = re.compile(rb"\n(?:==|[ \t\r\f\v]*\n)")
+# A line that does not begin as an ncu row begins (with a quote: ncu's log lines "==PROF==", blank
+# lines, the rest of a row something was written into) or that does not end as one ends (with a
+# quote or a comma: a row an ncu message or other text was written into, a cell holding a line
+# break): the slow path drops, rejoins or leaves out such lines. (One regex pass over the bytes,
+# anchored on the newline; cheaper than a substring test per pattern.)
+_NOT_A_ROW = re.compile(rb'\n(?:(?<=[^",\r]\n)|[^"])')
 
 
 def _clean(table: bytes) -> bool:
-    """Whether the table (header onwards) is rows only: no ncu log line, no blank line, and its last
-    row ended and closed as a complete ncu row ends; anything else takes the line-by-line path,
-    which finds and words what is wrong."""
+    """Whether the table (header onwards) is rows only: every line begins and ends as an ncu row
+    does, and its last row ended and closed as a complete ncu row ends; anything else takes the
+    line-by-line path, which finds and words what is wrong."""
     if not table.endswith(b"\n") or _NOT_A_ROW.search(table):
         return False
     end = len(table) - 1
@@ -164,6 +301,8 @@ def _parse(path: Path, body: bytes, line_numbers, header_line: int) -> pl.DataFr
     try:
         frame = pl.read_csv(io.BytesIO(body), infer_schema=False, raise_if_empty=False)
     except pl.exceptions.PolarsError as exc:
+        if "utf-8" in str(exc).lower() or "utf8" in str(exc).lower():
+            raise _NotUtf8() from exc
         if line_numbers is None:
             line_numbers = range(header_line, header_line + body.count(b"\n"))
         bad = _locate_bad_row(body)
@@ -173,8 +312,6 @@ def _parse(path: Path, body: bytes, line_numbers, header_line: int) -> pl.DataFr
         reason = bad[1] if bad else str(exc).splitlines()[0]
         raise InputError(path, f"malformed CSV row: {reason}; the file is not a clean ncu --csv export",
                          line=line) from exc
-    if len(set(frame.columns)) != len(frame.columns):
-        raise InputError(path, "header repeats a column name; not an ncu CSV export", line=header_line)
     return frame
 
 
@@ -202,6 +339,14 @@ def require_columns(path: Path, table: NcuTable, needed: list[str], hint: str) -
     if missing:
         names = ", ".join(f'"{c}"' for c in missing)
         raise InputError(path, f"no {names} column; {hint}", line=table.header_line)
+
+
+def reject_all_left_out(path: Path, table: NcuTable, rows: str) -> None:
+    """Refuse a page none of whose `rows` could be read, with why the first was left out."""
+    if table.warnings and table.left_out_lines:
+        first = next(w for w in table.warnings if w.line == table.left_out_lines[0])
+        raise InputError(path, f"no {rows} could be read: {len(table.left_out_lines)} left out, the first "
+                         f"because: {first.message}", line=first.line)
 
 
 def reject_short_rows(path: Path, table: NcuTable, frame: pl.DataFrame, column: str, row_index: str) -> None:
@@ -242,22 +387,10 @@ def is_mangled(names: pl.Series) -> bool:
     return names.len() > 0 and bool(names.str.starts_with("_Z").any())
 
 
-def locale_numbers(cells: pl.Series) -> pl.Series:
-    """The cells printed with a locale's digit grouping ("27.595.520"), in order."""
-    cells = cells.drop_nulls()
-    return cells.filter(cells.str.contains(LOCALE_NUMBER.pattern))
-
-
-def reject_locale_numbers(path: Path, cells: pl.Series) -> None:
-    """Refuse values printed with a locale's digit grouping ("27.595.520"), naming the first one's line."""
-    found = locale_numbers(cells)
-    if found.len():
-        cell = found[0]
-        data = path.read_bytes()
-        at = data.find(f'"{cell}"'.encode())
-        line = data.count(b"\n", 0, at) + 1 if at >= 0 else None
-        raise InputError(path, f"numbers are locale-formatted ({cell!r}); re-export with LC_ALL=C so ncu "
-                         "prints 27,595,520", line=line)
+def localized(cells: pl.Series) -> pl.Series:
+    """Which cells are numbers printed in a locale other than C ("1.234,5", "1 234,5", "2,62"); null
+    for a null cell (`.any()` is the usual question, and a fill_null would cost a copy)."""
+    return cells.str.contains(LOCALIZED_NUMBER.pattern)
 
 
 @functools.cache
@@ -280,3 +413,9 @@ def undo_base_unit_errata(metrics: pl.DataFrame) -> pl.DataFrame:
         text = pl.when(this & number.is_not_null()).then((number / factor).cast(pl.String)).otherwise(text)
         unit = pl.when(this & number.is_not_null()).then(pl.lit(printed)).otherwise(unit)
     return metrics.with_columns(text.alias("value_text"), unit.alias("unit"))
+
+
+def reject_localized_file(path: Path, table: NcuTable, cell: str, row: int) -> None:
+    """Refuse a page whose every launch holds localized numbers (ncu run under another locale): its
+    numbers cannot be told from C numbers cell by cell ("1.234"); `row`: the frame row of `cell`."""
+    raise InputError(path, f"numbers are locale-formatted ({cell!r}); {LOCALIZED_FIX}", line=table.row_lines[row])

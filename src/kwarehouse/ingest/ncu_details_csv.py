@@ -38,10 +38,14 @@ class NcuDetailsCsv:
             "was it exported with ncu --import REPORT --csv --page details?")
         frame = table.frame.with_row_index("_row")
         if frame.height == 0:
+            ncu_csv.reject_all_left_out(path, table, "metric row")
             raise InputError(path, "no metric rows after the header; did ncu profile any kernel?",
                              line=table.header_line)
         ncu_csv.reject_short_rows(path, table, frame, "Metric Value", "_row")
-        reject_cut_last_launch(path, table, frame)
+        last_launch_starts = table.row_lines[frame.filter(pl.col("ID") == frame["ID"][-1])["_row"][0]]
+        if not table.left_out_lines or max(table.left_out_lines) < last_launch_starts:
+            # (a row left out of the last launch with a warning made it shorter: it was not cut)
+            reject_cut_last_launch(path, table, frame)
         launch_rows = frame.unique("ID", keep="first", maintain_order=True)
         launches = ncu_csv.launch_frame(launch_rows)
         if launches["launch_id"].null_count():
@@ -71,10 +75,29 @@ class NcuDetailsCsv:
                 .select(list(RULE_COLUMNS))
                 .collect()
             )
-        ncu_csv.reject_locale_numbers(path, metrics["value_text"])
+        warnings = [str(w) for w in table.warnings]
+        is_localized = ncu_csv.localized(metrics["value_text"])
+        if is_localized.any():
+            metrics = without_localized_cells(path, table, frame, metrics, is_localized.fill_null(False), warnings)
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
-                          names_mangled=ncu_csv.is_mangled(launches["kernel_name"]))
+                          names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), warnings=warnings)
+
+
+def without_localized_cells(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFrame, metrics: pl.DataFrame,
+                            is_localized: pl.Series, warnings: list[str]) -> pl.DataFrame:
+    """The metrics with each value printed in a locale's format ("1.234,5", "2,62") left out (NULL),
+    one warning per cell; a page where every launch has such values is refused (ncu ran under
+    another locale: re-export it)."""
+    # the frame rows of the metric rows, in the order `metrics` has them
+    rows = frame.filter(pl.col("Metric Name") != "")["_row"].filter(is_localized)
+    cells = metrics["value_text"].filter(is_localized)
+    if metrics.filter(is_localized)["launch_id"].n_unique() == metrics["launch_id"].n_unique():
+        ncu_csv.reject_localized_file(path, table, cells[0], rows[0])
+    for row, cell, metric in zip(rows, cells, metrics["metric"].filter(is_localized)):
+        warnings.append(str(InputError(path, f"{metric}: a number printed in a locale's format ({cell!r}), not "
+                                       f"ncu's: left out; {ncu_csv.LOCALIZED_FIX}", line=table.row_lines[row])))
+    return metrics.with_columns(pl.when(is_localized).then(None).otherwise(pl.col("value_text")).alias("value_text"))
 
 
 def reject_cut_last_launch(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFrame) -> None:

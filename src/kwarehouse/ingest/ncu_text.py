@@ -39,7 +39,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import captured_text
+from kwarehouse.ingest import captured_text, ncu_csv
 from kwarehouse.ingest.base import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, ReadResult
 from kwarehouse.normalize.units import to_base
 
@@ -59,6 +59,8 @@ NVTX_RANGE = re.compile(r"^        <(?P<level>\d+),(?P<text>.*)>\s*$")
 TABLE_HEADER = ("Metric Name", "Metric Unit", "Metric Value")
 # A table's value as ncu prints it: one word ("1,123", "2.60", "PolicySpread") or words of letters ("no data").
 VALUE = re.compile(r"^(?:\S+|[A-Za-z/ ]+)$")
+# What a byte that is not UTF-8 is decoded as (captured_text.read_text replaces it).
+NOT_UTF8 = "\ufffd"
 TRUNCATED = ("file ends in the middle of {what} (truncated?); re-capture it, or, if it is still being "
              "copied, wait for the copy to finish")
 
@@ -196,6 +198,10 @@ class _Parser:
         return self.launches[-1].launch_id
 
     def _line(self, number: int, line: str) -> None:
+        if NOT_UTF8 in line and self.table is None:
+            # read with the byte replaced (a kernel name, a rule message): kept, and said
+            self.warnings.append(InputError(self.path, "a byte that is not UTF-8, read as U+FFFD; the text was "
+                                            "edited or re-encoded", line=number))
         if self.table is not None:
             self._table_line(number, line)
             return
@@ -278,6 +284,15 @@ class _Parser:
                                             "into it", line=number))
             return
         name, unit, value = cells
+        if NOT_UTF8 in line:
+            # a byte that is not UTF-8 (decoded as U+FFFD): the label no longer names its metric
+            self.warnings.append(InputError(self.path, f'a row of the "{self.section}" table with a byte that is not '
+                                            "UTF-8 (left out); the text was edited or re-encoded", line=number))
+            return
+        if ncu_csv.LOCALIZED_NUMBER.match(value):
+            self.warnings.append(InputError(self.path, f"{name}: a number printed in a locale's format ({value!r}), "
+                                            f"not ncu's: left out; {ncu_csv.LOCALIZED_FIX}", line=number))
+            return
         self.metrics.append((self._launch_id(), self.section, name, unit, value))
 
     def _end_rule(self) -> None:
