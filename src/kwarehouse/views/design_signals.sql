@@ -22,12 +22,27 @@
 --       warp-specialised, and the launch latency-bound or occupancy-limited (where more resident warps would hide
 --       latency; a kernel saturating a unit gains nothing from them); saved = ncu's own TheoreticalOccupancy
 --       estimate (global speedup) where it made one;
---   grid too small: grid-too-small launches (< 1 wave, not launch-overhead); saved = time x (1 - waves): the same
---       work spread over every SM at the same per-SM speed (an upper bound);
---   partial last wave: ncu's LaunchConfiguration tail-wave estimate (global speedup) on the other launches, but
---       not on DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave);
+--   grid too small: grid-too-small launches (< 1 wave, not launch-overhead) whose blocks cover fewer than
+--       full_wave_pct of the SMs (128 tiles on 132 SMs fill the GPU); saved = time x (1 - min(blocks, SMs) / SMs):
+--       the same work spread over the idle SMs at the same per-SM speed (an upper bound);
+--   partial last wave: launches of more than one wave whose last wave is less than full_wave_pct full, not
+--       DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave); saved = the real tail,
+--       time x (ceil(w) - w) / ceil(w) for w waves per SM, never ncu's "may cost up to";
+--   GEMV below its memory roof: GEMVs (M or N <= gemv_max_dim) of gemm_efficiency moving their compulsory bytes
+--       at less than dram_roof_pct of DRAM peak (its estimate: the GEMV at achievable_dram_pct); a GEMV is never a
+--       misaligned or low-tensor-efficiency GEMM;
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
+-- Bounds (issue 33): a kernel-time estimate is at most the row's time above its floor (floor_ns, floor_basis:
+-- max of the DRAM floor, its compulsory bytes at the DRAM peak, and the compute floor, its FLOPs at
+-- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; bound_ns =
+-- gpu_time_ns - floor_ns; est_alone_ns is the estimate so bounded). Several signals on one kernel share its
+-- bound: combined 1 - prod(1 - s_i) of the kernel's time (s_i: each signal's saving over that time), each
+-- keeping its part in proportion (one fix leaves the others' share of the remaining time; a plain sum passed
+-- 100 %). A model's kernel-time savings (a row of several models split by their time in its kernel) never
+-- exceed its GPU time: past it, all its rows shrink by one factor (the evidence says so). basis: 'kernel
+-- time', or for launch-bound runs 'idle time without the profiler' / 'idle time measured under the profiler,
+-- an upper bound' (launch_bound), a separate basis never added to kernel time.
 -- fix comes from signal_fixes.csv by the signal's fix_key and the stack its models share (run_framework:
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
 WITH t AS (
@@ -398,61 +413,81 @@ WITH t AS (
            CASE WHEN c.basis = 'kernel time' THEN greatest(0.0, c.gpu_time_ns - coalesce(c.floor_ns, 0.0)) END AS bound_ns,
            CASE WHEN c.basis = 'kernel time' AND c.est_time_saved_ns IS NOT NULL
                 THEN least(c.est_time_saved_ns, greatest(0.0, c.gpu_time_ns - coalesce(c.floor_ns, 0.0)))
-                ELSE c.est_time_saved_ns END AS est_alone_ns,
-           row_number() OVER (ORDER BY c.signal, c.subject, c.kernel_id, c.time_basis, c.model_list) AS row_key
+                ELSE c.est_time_saved_ns END AS est_alone_ns
     FROM calibrated c
 ), per_signal AS (
-    -- one kernel's rows of one signal cover different launches (one row per op shape): they add up
-    SELECT kernel_id, time_basis, signal, sum(est_alone_ns) AS est_ns, sum(gpu_time_ns) AS time_ns, sum(bound_ns) AS bound_ns
-    FROM bounded
-    WHERE basis = 'kernel time' AND kernel_id IS NOT NULL AND est_alone_ns > 0
-    GROUP BY kernel_id, time_basis, signal
-), kernel_span AS (
-    -- the kernel's time: the widest signal's (each signal sees a subset of its launches), and that signal's bound
-    SELECT kernel_id, time_basis, max(time_ns) AS time_ns, arg_max(bound_ns, time_ns) AS bound_ns
-    FROM per_signal
-    GROUP BY kernel_id, time_basis
+    -- one kernel's rows of one signal cover different launches (one row per op shape): they add up. Window
+    -- sums, not a GROUP BY joined back: Spark inlines every reference to a CTE, and this one holds every signal
+    SELECT b.*,
+           CASE WHEN b.basis = 'kernel time' AND b.kernel_id IS NOT NULL AND b.est_alone_ns > 0 THEN 1 ELSE 0 END AS shares_kernel,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.est_alone_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_est_ns,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.gpu_time_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_time_ns,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.bound_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_bound_ns
+    FROM bounded b
 ), per_kernel AS (
+    -- the kernel's time: the widest signal's (each signal sees a subset of its launches), and that signal's bound
+    SELECT p.*,
+           max(CASE WHEN p.shares_kernel = 1 THEN p.signal_time_ns END) OVER (PARTITION BY p.shares_kernel, p.kernel_id, p.time_basis) AS kernel_span_ns,
+           first_value(CASE WHEN p.shares_kernel = 1 THEN p.signal_bound_ns END) OVER (
+               PARTITION BY p.shares_kernel, p.kernel_id, p.time_basis ORDER BY p.signal_time_ns DESC, p.signal
+               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS kernel_bound_ns
+    FROM per_signal p
+), kernel_sums AS (
+    -- each row weighs est_alone / its signal's estimate, so a signal's rows add up to one term: the number of
+    -- signals, their summed estimate and sum(ln(1 - s_i)) over the kernel's signals
+    SELECT k.*,
+           sum(CASE WHEN k.shares_kernel = 1 THEN k.est_alone_ns / k.signal_est_ns END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_signals_x,
+           sum(CASE WHEN k.shares_kernel = 1 THEN k.est_alone_ns END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_summed_ns,
+           sum(CASE WHEN k.shares_kernel = 1
+                    THEN k.est_alone_ns / k.signal_est_ns * ln(greatest(1e-12, 1 - k.signal_est_ns / k.kernel_span_ns)) END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_log_kept
+    FROM per_kernel k
+), combined AS (
     -- several signals on one kernel are fixes of one kernel: each removes its share of what the others leave,
     -- combined 1 - prod(1 - s_i) of the kernel's time (s_i = a signal's saving / the kernel's time), never more
-    -- than the kernel's bound; a plain sum would pass 100 % (three signals on one conv summed to 183 %)
-    SELECT p.kernel_id, p.time_basis, count(*) AS signals, sum(p.est_ns) AS summed_ns,
-           least(min(k.bound_ns), min(k.time_ns) * (1 - exp(sum(ln(greatest(1e-12, 1 - p.est_ns / k.time_ns))))))
-               AS combined_ns
-    FROM per_signal p JOIN kernel_span k ON k.kernel_id = p.kernel_id AND k.time_basis = p.time_basis
-    GROUP BY p.kernel_id, p.time_basis
-), combined AS (
-    -- each signal keeps its part of the combined saving, in proportion to its own estimate
-    SELECT b.*, coalesce(pk.signals, 1) AS kernel_signals,
-           b.est_alone_ns * CASE WHEN pk.signals > 1 THEN least(1.0, pk.combined_ns / NULLIF(pk.summed_ns, 0)) ELSE 1.0 END
-               AS est_combined_ns
-    FROM bounded b
-    LEFT JOIN per_kernel pk ON pk.kernel_id = b.kernel_id AND pk.time_basis = b.time_basis AND b.basis = 'kernel time'
+    -- than the kernel's bound (a plain sum passed 100 %: three signals on one conv summed to 183 %); each signal
+    -- keeps its part in proportion to its own estimate
+    SELECT k.*,
+           CASE WHEN k.shares_kernel = 1 THEN CAST(round(k.kernel_signals_x) AS BIGINT) ELSE 1 END AS kernel_signals,
+           k.est_alone_ns * CASE WHEN k.shares_kernel = 1 AND round(k.kernel_signals_x) > 1
+                                 THEN least(1.0, least(k.kernel_bound_ns, k.kernel_span_ns * (1 - exp(k.kernel_log_kept)))
+                                                 / NULLIF(k.kernel_summed_ns, 0))
+                                 ELSE 1.0 END AS est_combined_ns
+    FROM kernel_sums k
 ), model_kernel_time AS (
     SELECT model, time_basis, kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis, kernel_id
 ), model_time AS (
-    SELECT model, time_basis, sum(gpu_time_ns) AS gpu_time_ns FROM model_kernel_time GROUP BY model, time_basis
+    SELECT model, time_basis, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis
 ), shares AS (
     -- a kernel-time row's saving split over its models by their time in that kernel; a chain's is its model's
-    SELECT x.row_key, x.model, x.time_basis,
-           x.est_combined_ns * x.model_ns / NULLIF(sum(x.model_ns) OVER (PARTITION BY x.row_key), 0) AS share_ns
-    FROM (SELECT c.row_key, m.model, c.time_basis, c.est_combined_ns, m.gpu_time_ns AS model_ns
-          FROM combined c
-          JOIN model_kernel_time m ON m.time_basis = c.time_basis AND m.kernel_id = c.kernel_id
-           AND contains(concat(',', c.model_list, ','), concat(',', m.model, ','))
-          WHERE c.basis = 'kernel time' AND c.est_combined_ns > 0) x
-    UNION ALL
-    SELECT row_key, model_list, time_basis, est_combined_ns
-    FROM combined WHERE basis = 'kernel time' AND kernel_id IS NULL AND est_combined_ns > 0
-), model_caps AS (
+    SELECT c.*, coalesce(m.model, CASE WHEN c.kernel_id IS NULL THEN c.model_list END) AS share_model,
+           CASE WHEN c.kernel_id IS NULL THEN 1.0 ELSE m.gpu_time_ns END AS share_weight
+    FROM combined c
+    LEFT JOIN model_kernel_time m
+      ON c.basis = 'kernel time' AND c.est_combined_ns > 0 AND m.time_basis = c.time_basis AND m.kernel_id = c.kernel_id
+     AND contains(concat(',', c.model_list, ','), concat(',', m.model, ','))
+), model_saved AS (
+    SELECT s.*, t.gpu_time_ns AS model_gpu_time_ns,
+           s.est_combined_ns * s.share_weight
+               / NULLIF(sum(s.share_weight) OVER (PARTITION BY s.signal, s.subject, s.kernel_id, s.time_basis, s.model_list), 0) AS share_ns
+    FROM shares s
+    LEFT JOIN model_time t ON s.basis = 'kernel time' AND s.est_combined_ns > 0 AND t.model = s.share_model AND t.time_basis = s.time_basis
+), capped AS (
     -- a model's kernel-time savings never exceed its GPU time: past it, all its rows shrink by one factor
-    SELECT s.model, s.time_basis, least(1.0, min(t.gpu_time_ns) / NULLIF(sum(s.share_ns), 0)) AS factor
-    FROM shares s JOIN model_time t ON t.model = s.model AND t.time_basis = s.time_basis
-    GROUP BY s.model, s.time_basis
-), row_caps AS (
-    SELECT s.row_key, min(m.factor) AS factor
-    FROM shares s JOIN model_caps m ON m.model = s.model AND m.time_basis = s.time_basis
-    GROUP BY s.row_key
+    SELECT m.*,
+           least(1.0, m.model_gpu_time_ns / NULLIF(sum(m.share_ns) OVER (PARTITION BY m.share_model, m.time_basis, m.model_gpu_time_ns IS NULL), 0))
+               AS model_factor
+    FROM model_saved m
+), rows_capped AS (
+    SELECT signal, subject, kernel_id, library, op_class, models, model_list, launches, gpu_time_ns, evidence,
+           est_time_saved_ns, assumption, fix_key, framework, time_basis, floor_ns, floor_basis, basis, bound_ns,
+           est_alone_ns, kernel_signals, est_combined_ns, min(model_factor) AS factor
+    FROM capped
+    GROUP BY signal, subject, kernel_id, library, op_class, models, model_list, launches, gpu_time_ns, evidence,
+             est_time_saved_ns, assumption, fix_key, framework, time_basis, floor_ns, floor_basis, basis, bound_ns,
+             est_alone_ns, kernel_signals, est_combined_ns
 ), final_calibrated AS (
     SELECT c.signal, c.subject, c.kernel_id, c.library, c.op_class, c.models, c.model_list, c.launches, c.gpu_time_ns,
            CASE WHEN c.basis = 'kernel time' AND c.est_time_saved_ns IS NOT NULL
@@ -462,14 +497,14 @@ WITH t AS (
                                  THEN concat('; one of ', CAST(c.kernel_signals AS VARCHAR),
                                              ' signals on this kernel: they share its bound, 1 - prod(1 - s_i)')
                                  ELSE '' END,
-                            CASE WHEN coalesce(r.factor, 1.0) < 1.0
-                                 THEN concat('; scaled by ', CAST(round(r.factor, 3) AS VARCHAR),
+                            CASE WHEN coalesce(c.factor, 1.0) < 1.0
+                                 THEN concat('; scaled by ', CAST(round(c.factor, 3) AS VARCHAR),
                                              ' so that its models'' kernel-time savings stay within their GPU time')
                                  ELSE '' END)
                 ELSE c.evidence END AS evidence,
-           c.est_combined_ns * coalesce(r.factor, 1.0) AS est_time_saved_ns, c.assumption, c.fix_key, c.framework,
+           c.est_combined_ns * coalesce(c.factor, 1.0) AS est_time_saved_ns, c.assumption, c.fix_key, c.framework,
            c.time_basis, c.floor_ns, c.floor_basis, c.basis, c.bound_ns, c.est_alone_ns
-    FROM combined c LEFT JOIN row_caps r ON r.row_key = c.row_key
+    FROM rows_capped c
 ), signals AS (
     SELECT final_calibrated.*, 'calibrated' AS source FROM final_calibrated
     UNION ALL

@@ -9,15 +9,21 @@
 -- counters also count), against peak_tflops: the dense tensor peak of math_dtype on that GPU (timeline:
 -- normalize/gpu_peaks.csv at the datasheet clock; ncu: its peak per cycle x the SM clock it measured).
 -- misaligned: M, N or K not a multiple of 8 (16 for fp8), which makes cuBLAS fall back to unaligned
--- kernels; evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
+-- kernels, never on a GEMV (gemv: M or N <= gemv_max_dim of bottleneck_thresholds; batch-1 decode is the
+-- workload, judged on its memory roof: pct_of_dram_roof, the compulsory bytes over time x DRAM peak); evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
 -- on a newer GPU. wave_fill_pct: how full the last wave of blocks is, 100 * (waves - ceil(waves) + 1),
 -- waves from ncu's launch__waves_per_sm where ncu profiled that kernel and grid (wave_basis 'ncu
 -- waves_per_sm'), else grid_size / SMs (one block per SM: what warp-specialised Hopper GEMMs run;
 -- persistent kernels such as nvjet launch one block per SM and always read 100). tiny: 2·M·N·K·batch
 -- below tiny_flops or a dimension below tiny_dim (the limits CTE; documented constants).
--- est_time_saved_ns (an ESTIMATE, estimate_basis says of what): the row's FLOPs at the efficiency
--- (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU and dtype, aligned, not
--- tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its actual time, floored at 0.
+-- floor_ns (floor_basis): the time the row cannot beat, max(dram_floor_ns: A, B and C once at the GPU's DRAM
+-- peak; compute_floor_ns: its FLOPs at achievable_tensor_pct of its dtype's dense peak). shape_class: 'GEMV',
+-- 'memory-bound shape' (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- est_time_saved_ns (an ESTIMATE, estimate_basis says of what, never above gpu_time_ns - floor_ns): a GEMV's
+-- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); any other row's FLOPs
+-- at the efficiency (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU, dtype and
+-- shape class, aligned, not tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its
+-- actual time, floored at 0; the source GEMM is named in estimate_basis.
 WITH limits AS (
     SELECT 1e8 AS tiny_flops,   -- 2·M·N·K below 0.1 GFLOP: ~0.1 µs at an H100's BF16 peak, less than a launch costs
            16 AS tiny_dim,      -- M, N or K below 16: most of a 64-wide tensor-core tile idles
