@@ -22,16 +22,31 @@
 --       warp-specialised, and the launch latency-bound or occupancy-limited (where more resident warps would hide
 --       latency; a kernel saturating a unit gains nothing from them); saved = ncu's own TheoreticalOccupancy
 --       estimate (global speedup) where it made one;
---   grid too small: grid-too-small launches (< 1 wave, not launch-overhead); saved = time x (1 - waves): the same
---       work spread over every SM at the same per-SM speed (an upper bound);
---   partial last wave: ncu's LaunchConfiguration tail-wave estimate (global speedup) on the other launches, but
---       not on DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave);
+--   grid too small: grid-too-small launches (< 1 wave, not launch-overhead) whose blocks cover fewer than
+--       full_wave_pct of the SMs (128 tiles on 132 SMs fill the GPU); saved = time x (1 - min(blocks, SMs) / SMs):
+--       the same work spread over the idle SMs at the same per-SM speed (an upper bound);
+--   partial last wave: launches of more than one wave whose last wave is less than full_wave_pct full, not
+--       DRAM-bound ones (their last wave gets the bandwidth the idle SMs leave); saved = the real tail,
+--       time x (ceil(w) - w) / ceil(w) for w waves per SM, never ncu's "may cost up to";
+--   GEMV below its memory roof: GEMVs (M or N <= gemv_max_dim) of gemm_efficiency moving their compulsory bytes
+--       at less than dram_roof_pct of DRAM peak (its estimate: the GEMV at achievable_dram_pct); a GEMV is never a
+--       misaligned or low-tensor-efficiency GEMM;
 --   pre-Hopper kernel on Hopper (sm_90): kernel_time rows on a GPU of compute capability 9.x whose name matches
 --       pre_hopper_kernels.csv (FlashAttention-2, cuBLAS and cuDNN sm80 builds); saved = time x (1 - 1/speedup) where
 --       a published speed of the Hopper path exists (the row cites it), else no estimate; the fix (signal_fixes.csv,
 --       fix_key = the kernel family) names the Hopper path;
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
+-- Bounds (issue 33): a kernel-time estimate is at most the row's time above its floor (floor_ns, floor_basis:
+-- max of the DRAM floor, its compulsory bytes at the DRAM peak, and the compute floor, its FLOPs at
+-- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; bound_ns =
+-- gpu_time_ns - floor_ns; est_alone_ns is the estimate so bounded). Several signals on one kernel share its
+-- bound: combined 1 - prod(1 - s_i) of the kernel's time (s_i: each signal's saving over that time), each
+-- keeping its part in proportion (one fix leaves the others' share of the remaining time; a plain sum passed
+-- 100 %). A model's kernel-time savings (a row of several models split by their time in its kernel) never
+-- exceed its GPU time: past it, all its rows shrink by one factor (the evidence says so). basis: 'kernel
+-- time', or for launch-bound runs 'idle time without the profiler' / 'idle time measured under the profiler,
+-- an upper bound' (launch_bound), a separate basis never added to kernel time.
 -- fix comes from signal_fixes.csv by the signal's fix_key and the stack its models share (run_framework:
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
 -- Where that fix edits the kernel's code or algorithm (edits_kernel) and a library owns the kernel (a library_fixes
@@ -45,7 +60,11 @@ WITH t AS (
            max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct,
            max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_pct,
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
-           max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches
+           max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches,
+           max(CASE WHEN name = 'achievable_tensor_pct' THEN value END) AS achievable_tensor_pct,
+           max(CASE WHEN name = 'achievable_cuda_core_pct' THEN value END) AS achievable_cuda_core_pct,
+           max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
+           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct
     FROM bottleneck_thresholds
 ), model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
@@ -63,14 +82,50 @@ WITH t AS (
     LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
                FROM kernel_time WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
       ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
+), launch_floors AS (
+    -- each ncu launch's floor, the time it cannot beat: max(DRAM floor: the bytes it must move (its op's
+    -- compulsory bytes; a GEMM's A, B and C once) at the DRAM peak, compute floor: its FLOPs (the op's from
+    -- shapes, else executed ones from the counters) at achievable_tensor_pct of its tensor roof or
+    -- achievable_cuda_core_pct of its CUDA-core roof). A tensor kernel whose tensor work was not counted has no
+    -- compute floor (its counted FLOPs are its epilogue's); a launch with neither keeps floor 0.
+    SELECT f.run_id, f.launch_id, f.grid_size, f.sm_count, f.dram_floor_ns, f.compute_floor_ns,
+           greatest(coalesce(f.dram_floor_ns, 0), coalesce(f.compute_floor_ns, 0)) AS floor_ns,
+           CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
+                WHEN coalesce(f.dram_floor_ns, 0) >= coalesce(f.compute_floor_ns, 0) THEN 'DRAM: compulsory bytes at the DRAM peak'
+                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak') END AS floor_basis
+    FROM (
+        SELECT k.run_id, k.launch_id, k.grid_size, k.sm_count,
+               coalesce(c.compulsory_bytes,
+                        CAST(k.gemm_batch AS DOUBLE) * (CAST(k.gemm_m AS DOUBLE) * k.gemm_k + CAST(k.gemm_k AS DOUBLE) * k.gemm_n
+                                                        + CAST(k.gemm_m AS DOUBLE) * k.gemm_n)
+                            * CASE WHEN k.math_dtype = 'fp64' THEN 8 WHEN k.math_dtype IN ('fp32', 'tf32') THEN 4
+                                   WHEN k.math_dtype IN ('bf16', 'fp16') THEN 2
+                                   WHEN k.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END)
+                   / NULLIF(k.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
+               CASE WHEN k.flops > 0 AND NOT coalesce(k.op_class IN ('gemm', 'conv', 'attention')
+                                                      AND k.flops_source = 'ncu CUDA-core counters'
+                                                      AND coalesce(k.math_dtype, 'unknown') NOT IN ('fp32', 'fp64'), false)
+                    THEN k.flops / NULLIF(k.peak_flops_per_s * CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s)
+                                                                    THEN t.achievable_cuda_core_pct ELSE t.achievable_tensor_pct END / 100.0, 0) * 1e9
+               END AS compute_floor_ns,
+               CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s) THEN t.achievable_cuda_core_pct
+                    ELSE t.achievable_tensor_pct END AS achievable_pct,
+               CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
+                    WHEN k.peak_flops_per_s = k.peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
+                    ELSE concat(coalesce(k.math_dtype, 'unknown'), ' dense tensor') END AS roof
+        FROM kernels k CROSS JOIN t
+        LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
+    ) f
 ), launches AS (
     -- bottleneck_class and occupancy read once; the signals below all work from this
     SELECT b.run_id, b.launch_id, b.model, b.kernel_id, w.time_basis, b.duration_ns * w.time_scale AS real_ns,
            w.launch_scale, b.library, b.op_class, b.kernel_base, b.bottleneck,
            b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
            b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
-           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread, ms.framework
+           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread, ms.framework,
+           lf.grid_size, lf.sm_count, lf.floor_ns * w.launch_scale AS real_floor_ns, lf.floor_basis
     FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
+    JOIN launch_floors lf ON lf.run_id = b.run_id AND lf.launch_id = b.launch_id
     LEFT JOIN model_stack ms ON ms.model = b.model
     JOIN real_weights w ON w.model = b.model AND w.gpu = b.gpu AND w.kernel_id = b.kernel_id
 ), totals AS (
@@ -88,7 +143,7 @@ WITH t AS (
                   ' % of the dense ', min(g.math_dtype), ' peak') AS evidence,
            sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
            'misaligned GEMM' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis
+           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
     FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model
     WHERE g.misaligned AND NOT g.tiny
     GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
@@ -104,11 +159,31 @@ WITH t AS (
                   '); wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
            sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
            'low-efficiency GEMM op' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis
+           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
     FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
-    WHERE NOT g.misaligned AND NOT g.tiny AND g.pct_of_peak < t.tensor_efficiency_low_pct
+    WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
     GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+), gemv AS (
+    -- GEMVs (M or N <= gemv_max_dim) are judged on their memory roof: flagged below dram_roof_pct of DRAM peak
+    SELECT 'GEMV below its memory roof' AS signal,
+           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
+                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
+           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
+           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
+           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
+           concat('GEMV moving its compulsory bytes at ',
+                  CAST(round(sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
+                  ' % of the DRAM peak (< ', CAST(max(t.dram_roof_pct) AS VARCHAR), '); ',
+                  CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
+                  ' % of the dense ', min(g.math_dtype), ' peak, as a GEMV must be') AS evidence,
+           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
+           'GEMV below memory roof' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
+           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
+    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
+    WHERE g.gemv AND g.est_time_saved_ns > 0
+    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+    HAVING sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0) < max(t.dram_roof_pct)
 ), tensor_launches AS (
     -- ncu launches of conv and attention kernels, and GEMM kernels without a framework op (gemm_efficiency
     -- covers those with one)
@@ -121,9 +196,11 @@ WITH t AS (
                 WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
                     THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
                 ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis,
-           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale, ms.framework
+           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale, ms.framework,
+           lf.floor_ns * w.launch_scale AS real_floor_ns, lf.floor_basis
     FROM kernels k
     JOIN real_weights w ON w.model = k.model AND w.gpu = k.gpu AND w.kernel_id = k.kernel_id
+    JOIN launch_floors lf ON lf.run_id = k.run_id AND lf.launch_id = k.launch_id
     LEFT JOIN model_stack ms ON ms.model = k.model
     WHERE (k.op_class IN ('conv', 'attention') OR (k.op_class = 'gemm' AND k.framework_op IS NULL))
       AND k.tensor_util_pct IS NOT NULL
@@ -142,7 +219,7 @@ WITH t AS (
            CASE WHEN min(l.op_class) = 'conv' THEN 'low-efficiency conv'
                 WHEN min(l.op_class) = 'attention' THEN 'low-efficiency attention'
                 ELSE 'low-efficiency GEMM kernel' END AS fix_key, CASE WHEN count(DISTINCT coalesce(l.framework, '?')) = 1 THEN min(l.framework) END AS framework,
-           l.time_basis
+           l.time_basis, sum(l.real_floor_ns) AS floor_ns, arg_max(l.floor_basis, l.real_floor_ns) AS floor_basis, 'kernel time' AS basis
     FROM tensor_launches l CROSS JOIN t
     WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
     GROUP BY l.kernel_id, l.time_basis
@@ -157,7 +234,8 @@ WITH t AS (
            sum(b.real_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
            'reuse failure' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           'kernel time' AS basis
     FROM launches b
     WHERE b.bottleneck = 'cache-inefficient'
     GROUP BY b.kernel_id, b.time_basis
@@ -173,7 +251,8 @@ WITH t AS (
            sum(o.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
            'register-limited' AS fix_key, CASE WHEN count(DISTINCT coalesce(o.framework, '?')) = 1 THEN min(o.framework) END AS framework,
-           o.time_basis
+           o.time_basis, sum(o.real_floor_ns) AS floor_ns, arg_max(o.floor_basis, o.real_floor_ns) AS floor_basis,
+           'kernel time' AS basis
     FROM launches o
     LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
          AND r.speedup_type = 'global'
@@ -186,15 +265,20 @@ WITH t AS (
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
            CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
            concat(CAST(count(*) AS VARCHAR), ' ncu launches at ', CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-',
-                  CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM; SM ',
+                  CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM, ',
+                  CAST(min(b.grid_size) AS VARCHAR), '-', CAST(max(b.grid_size) AS VARCHAR), ' blocks on ',
+                  CAST(CAST(max(b.sm_count) AS BIGINT) AS VARCHAR), ' SMs; SM ',
                   CAST(round(sum(b.sm_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, memory ',
                   CAST(round(sum(b.mem_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
-           sum(b.real_ns * (1 - b.waves_per_sm)) AS est_time_saved_ns,
-           'ESTIMATE (upper bound): the same work spread over every SM at the same per-SM speed: time x (1 - waves per SM)' AS assumption,
+           sum(b.real_ns * (1 - least(b.grid_size, b.sm_count) / b.sm_count)) AS est_time_saved_ns,
+           'ESTIMATE (upper bound): the same work spread over the SMs the grid leaves idle, at the same per-SM speed: time x (1 - min(blocks, SMs) / SMs)' AS assumption,
            'grid too small' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           'kernel time' AS basis
     FROM launches b
-    WHERE b.bottleneck = 'grid-too-small'
+    CROSS JOIN t
+    -- a grid that covers full_wave_pct of the SMs (128 tiles on 132 SMs: 97 %) fills the GPU
+    WHERE b.bottleneck = 'grid-too-small' AND 100.0 * least(b.grid_size, b.sm_count) / b.sm_count < t.full_wave_pct
     GROUP BY b.kernel_id, b.time_basis
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), tail_wave AS (
@@ -202,17 +286,19 @@ WITH t AS (
            min(b.library) AS library, min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
            CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat('ncu LaunchConfiguration: a partial last wave may cost up to ',
-                  CAST(round(max(r.speedup_pct), 1) AS VARCHAR), ' % of the runtime; ',
-                  CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM') AS evidence,
-           sum(b.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
-           'ESTIMATE: ncu''s own tail-wave estimate (LaunchConfiguration, global speedup), assuming blocks of equal duration' AS assumption,
+           concat(CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR),
+                  ' waves per SM, last wave ', CAST(CAST(round(min(100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1))) AS BIGINT) AS VARCHAR), '-',
+                  CAST(CAST(round(max(100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1))) AS BIGINT) AS VARCHAR),
+                  ' % full') AS evidence,
+           sum(b.real_ns * (ceil(b.waves_per_sm) - b.waves_per_sm) / ceil(b.waves_per_sm)) AS est_time_saved_ns,
+           'ESTIMATE (upper bound): the idle share of the last wave, (ceil(w) - w) / ceil(w) of the time for w waves per SM, blocks of equal duration (not ncu''s "may cost up to")' AS assumption,
            'partial last wave' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis
-    FROM launches b
-    JOIN rules r ON r.run_id = b.run_id AND r.launch_id = b.launch_id AND r.rule_name = 'LaunchConfiguration'
-         AND r.speedup_type = 'global' AND r.description LIKE '%partial wave%'
-    WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND r.speedup_pct > 0
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           'kernel time' AS basis
+    FROM launches b CROSS JOIN t
+    -- more than one wave, the last one less than full_wave_pct full (88-99 % full last waves save little)
+    WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND b.waves_per_sm > 1
+      AND 100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1) < t.full_wave_pct
       -- a streaming kernel at the DRAM roof shares the bandwidth among fewer blocks in its last wave: no tail cost
       AND NOT (b.bottleneck IN ('memory-bound', 'cache-inefficient') AND b.limiting_unit = 'dram')
     GROUP BY b.kernel_id, b.time_basis
@@ -246,7 +332,7 @@ WITH t AS (
                 ELSE 'no estimate: no published speed of the Hopper path for this kernel family' END AS assumption,
            min(m.kernel_family) AS fix_key,
            CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           m.time_basis
+           m.time_basis, CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, 'kernel time' AS basis
     FROM pre_hopper_matches m LEFT JOIN model_stack ms ON ms.model = m.model
     GROUP BY m.kernel_id, m.time_basis
     HAVING sum(m.gpu_time_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
@@ -259,7 +345,8 @@ WITH t AS (
            avg(f.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE (fusion_candidates): one fused kernel moving the largest member''s bytes once at the DRAM roof; launch gaps come on top' AS assumption,
            'fusable chain' AS fix_key, min(ms.framework) AS framework,
-           'timeline' AS time_basis
+           'timeline' AS time_basis, CAST(NULL AS DOUBLE) AS floor_ns,
+           'the fused chain''s DRAM time (fusion_candidates)' AS floor_basis, 'kernel time' AS basis
     FROM fusion_candidates f LEFT JOIN model_stack ms ON ms.model = f.model
     WHERE f.est_time_saved_ns > 0
     GROUP BY f.model, f.subject
@@ -269,9 +356,11 @@ WITH t AS (
            CAST(round(avg(l.launches)) AS BIGINT) AS launches, avg(l.gpu_time_ns) AS gpu_time_ns,
            concat(min(l.evidence), ' (mean of ', CAST(count(*) AS VARCHAR), ' timeline run(s))') AS evidence,
            avg(l.est_time_saved_ns) AS est_time_saved_ns,
-           'ESTIMATE (launch_bound): the idle time between kernels above the run''s smallest gap, which a CUDA Graph (or a compiler that fuses the kernels) removes; wall time, not kernel time, and part of it is profiler overhead' AS assumption,
+           CASE WHEN min(l.basis) = 'idle time without the profiler'
+                THEN 'ESTIMATE (launch_bound): the idle time of the un-profiled run (its wall time less the GPU busy time), capped by the idle time above the smallest gap under the profiler, which a CUDA Graph (or a compiler that fuses the kernels) removes; wall time, not kernel time'
+                ELSE 'ESTIMATE (launch_bound, an upper bound): the idle time between kernels above the run''s smallest gap under the profiler, which a CUDA Graph (or a compiler that fuses the kernels) removes; wall time, not kernel time; the profiler stretches launch gaps (one launch every 35-65 us with record_shapes on, ~5-10 us without), so no un-profiled timing backs it' END AS assumption,
            'launch-bound run' AS fix_key, min(ms.framework) AS framework,
-           'timeline' AS time_basis
+           'timeline' AS time_basis, CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, min(l.basis) AS basis
     FROM launch_bound l LEFT JOIN model_stack ms ON ms.model = l.model
     WHERE l.subject = '(whole run)'
     GROUP BY l.model
@@ -288,7 +377,8 @@ WITH t AS (
                   ' (time-weighted)') AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
-           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
+           CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
     FROM launches b CROSS JOIN t
     WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
     GROUP BY b.kernel_id
@@ -301,7 +391,8 @@ WITH t AS (
                   ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
-           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
+           CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
     FROM kernels k CROSS JOIN t
     WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
     GROUP BY k.kernel_id
@@ -317,7 +408,8 @@ WITH t AS (
                   CAST(max(o.registers_per_thread) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
-           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
+           CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
     FROM launches o CROSS JOIN t
     WHERE o.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
       AND o.achieved_occupancy_pct < t.low_occupancy_pct
@@ -332,7 +424,8 @@ WITH t AS (
                   CAST(max(k.waves_per_sm) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
-           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis
+           'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
+           CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
     FROM kernels k CROSS JOIN t
     WHERE k.duration_ns < t.tiny_kernel_ns AND (k.waves_per_sm < 1 OR k.grid_size < k.sm_count)
     GROUP BY k.kernel_id
@@ -340,6 +433,7 @@ WITH t AS (
 ), calibrated AS (
     SELECT * FROM misaligned
     UNION ALL SELECT * FROM low_gemm
+    UNION ALL SELECT * FROM gemv
     UNION ALL SELECT * FROM low_tensor
     UNION ALL SELECT * FROM reuse
     UNION ALL SELECT * FROM register_limited
@@ -353,10 +447,108 @@ WITH t AS (
     UNION ALL SELECT * FROM seed_gemm_tensor
     UNION ALL SELECT * FROM seed_register
     UNION ALL SELECT * FROM seed_tiny_grids
+), bounded AS (
+    -- a kernel-time estimate never exceeds the row's time above its floor
+    SELECT c.*,
+           CASE WHEN c.basis = 'kernel time' THEN greatest(0.0, c.gpu_time_ns - coalesce(c.floor_ns, 0.0)) END AS bound_ns,
+           CASE WHEN c.basis = 'kernel time' AND c.est_time_saved_ns IS NOT NULL
+                THEN least(c.est_time_saved_ns, greatest(0.0, c.gpu_time_ns - coalesce(c.floor_ns, 0.0)))
+                ELSE c.est_time_saved_ns END AS est_alone_ns
+    FROM calibrated c
+), per_signal AS (
+    -- one kernel's rows of one signal cover different launches (one row per op shape): they add up. Window
+    -- sums, not a GROUP BY joined back: Spark inlines every reference to a CTE, and this one holds every signal
+    SELECT b.*,
+           CASE WHEN b.basis = 'kernel time' AND b.kernel_id IS NOT NULL AND b.est_alone_ns > 0 THEN 1 ELSE 0 END AS shares_kernel,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.est_alone_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_est_ns,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.gpu_time_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_time_ns,
+           sum(CASE WHEN b.est_alone_ns > 0 THEN b.bound_ns END) OVER (PARTITION BY b.basis, b.kernel_id, b.time_basis, b.signal) AS signal_bound_ns
+    FROM bounded b
+), per_kernel AS (
+    -- the kernel's time: the widest signal's (each signal sees a subset of its launches), and that signal's bound
+    SELECT p.*,
+           max(CASE WHEN p.shares_kernel = 1 THEN p.signal_time_ns END) OVER (PARTITION BY p.shares_kernel, p.kernel_id, p.time_basis) AS kernel_span_ns,
+           first_value(CASE WHEN p.shares_kernel = 1 THEN p.signal_bound_ns END) OVER (
+               PARTITION BY p.shares_kernel, p.kernel_id, p.time_basis ORDER BY p.signal_time_ns DESC, p.signal
+               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS kernel_bound_ns
+    FROM per_signal p
+), kernel_sums AS (
+    -- each row weighs est_alone / its signal's estimate, so a signal's rows add up to one term: the number of
+    -- signals, their summed estimate and sum(ln(1 - s_i)) over the kernel's signals
+    SELECT k.*,
+           sum(CASE WHEN k.shares_kernel = 1 THEN k.est_alone_ns / k.signal_est_ns END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_signals_x,
+           sum(CASE WHEN k.shares_kernel = 1 THEN k.est_alone_ns END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_summed_ns,
+           sum(CASE WHEN k.shares_kernel = 1
+                    THEN k.est_alone_ns / k.signal_est_ns * ln(greatest(1e-12, 1 - k.signal_est_ns / k.kernel_span_ns)) END)
+               OVER (PARTITION BY k.shares_kernel, k.kernel_id, k.time_basis) AS kernel_log_kept
+    FROM per_kernel k
+), combined AS (
+    -- several signals on one kernel are fixes of one kernel: each removes its share of what the others leave,
+    -- combined 1 - prod(1 - s_i) of the kernel's time (s_i = a signal's saving / the kernel's time), never more
+    -- than the kernel's bound (a plain sum passed 100 %: three signals on one conv summed to 183 %); each signal
+    -- keeps its part in proportion to its own estimate
+    SELECT k.*,
+           CASE WHEN k.shares_kernel = 1 THEN CAST(round(k.kernel_signals_x) AS BIGINT) ELSE 1 END AS kernel_signals,
+           k.est_alone_ns * CASE WHEN k.shares_kernel = 1 AND round(k.kernel_signals_x) > 1
+                                 THEN least(1.0, least(k.kernel_bound_ns, k.kernel_span_ns * (1 - exp(k.kernel_log_kept)))
+                                                 / NULLIF(k.kernel_summed_ns, 0))
+                                 ELSE 1.0 END AS est_combined_ns
+    FROM kernel_sums k
+), model_kernel_time AS (
+    SELECT model, time_basis, kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis, kernel_id
+), model_time AS (
+    SELECT model, time_basis, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis
+), shares AS (
+    -- a kernel-time row's saving split over its models by their time in that kernel; a chain's is its model's
+    SELECT c.*, coalesce(m.model, CASE WHEN c.kernel_id IS NULL THEN c.model_list END) AS share_model,
+           CASE WHEN c.kernel_id IS NULL THEN 1.0 ELSE m.gpu_time_ns END AS share_weight
+    FROM combined c
+    LEFT JOIN model_kernel_time m
+      ON c.basis = 'kernel time' AND c.est_combined_ns > 0 AND m.time_basis = c.time_basis AND m.kernel_id = c.kernel_id
+     AND contains(concat(',', c.model_list, ','), concat(',', m.model, ','))
+), model_saved AS (
+    SELECT s.*, t.gpu_time_ns AS model_gpu_time_ns,
+           s.est_combined_ns * s.share_weight
+               / NULLIF(sum(s.share_weight) OVER (PARTITION BY s.signal, s.subject, s.kernel_id, s.time_basis, s.model_list), 0) AS share_ns
+    FROM shares s
+    LEFT JOIN model_time t ON s.basis = 'kernel time' AND s.est_combined_ns > 0 AND t.model = s.share_model AND t.time_basis = s.time_basis
+), capped AS (
+    -- a model's kernel-time savings never exceed its GPU time: past it, all its rows shrink by one factor
+    SELECT m.*,
+           least(1.0, m.model_gpu_time_ns / NULLIF(sum(m.share_ns) OVER (PARTITION BY m.share_model, m.time_basis, m.model_gpu_time_ns IS NULL), 0))
+               AS model_factor
+    FROM model_saved m
+), rows_capped AS (
+    SELECT signal, subject, kernel_id, library, op_class, models, model_list, launches, gpu_time_ns, evidence,
+           est_time_saved_ns, assumption, fix_key, framework, time_basis, floor_ns, floor_basis, basis, bound_ns,
+           est_alone_ns, kernel_signals, est_combined_ns, min(model_factor) AS factor
+    FROM capped
+    GROUP BY signal, subject, kernel_id, library, op_class, models, model_list, launches, gpu_time_ns, evidence,
+             est_time_saved_ns, assumption, fix_key, framework, time_basis, floor_ns, floor_basis, basis, bound_ns,
+             est_alone_ns, kernel_signals, est_combined_ns
+), final_calibrated AS (
+    SELECT c.signal, c.subject, c.kernel_id, c.library, c.op_class, c.models, c.model_list, c.launches, c.gpu_time_ns,
+           CASE WHEN c.basis = 'kernel time' AND c.est_time_saved_ns IS NOT NULL
+                THEN concat(c.evidence, '; floor ', CAST(round(coalesce(c.floor_ns, 0) / 100) / 10 AS VARCHAR), ' us of ',
+                            CAST(round(c.gpu_time_ns / 100) / 10 AS VARCHAR), ' us (', coalesce(c.floor_basis, 'none known'), ')',
+                            CASE WHEN c.kernel_signals > 1
+                                 THEN concat('; one of ', CAST(c.kernel_signals AS VARCHAR),
+                                             ' signals on this kernel: they share its bound, 1 - prod(1 - s_i)')
+                                 ELSE '' END,
+                            CASE WHEN coalesce(c.factor, 1.0) < 1.0
+                                 THEN concat('; scaled by ', CAST(round(c.factor, 3) AS VARCHAR),
+                                             ' so that its models'' kernel-time savings stay within their GPU time')
+                                 ELSE '' END)
+                ELSE c.evidence END AS evidence,
+           c.est_combined_ns * coalesce(c.factor, 1.0) AS est_time_saved_ns, c.assumption, c.fix_key, c.framework,
+           c.time_basis, c.floor_ns, c.floor_basis, c.basis, c.bound_ns, c.est_alone_ns
+    FROM rows_capped c
 ), signals AS (
-    SELECT calibrated.*, 'calibrated' AS source FROM calibrated
+    SELECT final_calibrated.*, 'calibrated' AS source FROM final_calibrated
     UNION ALL
-    SELECT seed.*, 'seed heuristic' AS source FROM seed
+    SELECT seed.*, CAST(NULL AS DOUBLE) AS bound_ns, CAST(NULL AS DOUBLE) AS est_alone_ns, 'seed heuristic' AS source FROM seed
 ), owners AS (
     -- each signalled kernel's library, implementation, op class and stack, for its library's knob
     SELECT DISTINCT s.kernel_id, s.library, i.implementation, s.op_class, s.framework
@@ -377,7 +569,8 @@ WITH t AS (
 SELECT s.signal, s.subject, s.kernel_id, s.library, s.op_class, s.models, s.model_list, s.launches, s.gpu_time_ns,
        100 * s.gpu_time_ns / NULLIF(tot.total_ns, 0) AS gpu_time_pct, s.evidence, s.est_time_saved_ns, s.assumption,
        CASE WHEN coalesce(f_stack.edits_kernel, f_any.edits_kernel) = 'true' AND lf.fix IS NOT NULL THEN lf.fix
-            ELSE coalesce(f_stack.fix, f_any.fix) END AS fix, s.time_basis, s.source, s.framework
+            ELSE coalesce(f_stack.fix, f_any.fix) END AS fix, s.time_basis, s.source, s.framework,
+       s.basis, s.floor_ns, s.floor_basis, s.bound_ns, s.est_alone_ns
 FROM signals s LEFT JOIN totals tot ON tot.time_basis = s.time_basis
 LEFT JOIN library_fix lf ON lf.kernel_id = s.kernel_id AND lf.library = s.library AND lf.op_class = s.op_class
      AND lf.framework IS NOT DISTINCT FROM s.framework

@@ -9,18 +9,28 @@
 -- counters also count), against peak_tflops: the dense tensor peak of math_dtype on that GPU (timeline:
 -- normalize/gpu_peaks.csv at the datasheet clock; ncu: its peak per cycle x the SM clock it measured).
 -- misaligned: M, N or K not a multiple of 8 (16 for fp8), which makes cuBLAS fall back to unaligned
--- kernels; evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
+-- kernels, never on a GEMV (gemv: M or N <= gemv_max_dim of bottleneck_thresholds; batch-1 decode is the
+-- workload, judged on its memory roof: pct_of_dram_roof, the compulsory bytes over time x DRAM peak); evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
 -- on a newer GPU. wave_fill_pct: how full the last wave of blocks is, 100 * (waves - ceil(waves) + 1),
 -- waves from ncu's launch__waves_per_sm where ncu profiled that kernel and grid (wave_basis 'ncu
 -- waves_per_sm'), else grid_size / SMs (one block per SM: what warp-specialised Hopper GEMMs run;
 -- persistent kernels such as nvjet launch one block per SM and always read 100). tiny: 2·M·N·K·batch
 -- below tiny_flops or a dimension below tiny_dim (the limits CTE; documented constants).
--- est_time_saved_ns (an ESTIMATE, estimate_basis says of what): the row's FLOPs at the efficiency
--- (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU and dtype, aligned, not
--- tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its actual time, floored at 0.
+-- floor_ns (floor_basis): the time the row cannot beat, max(dram_floor_ns: A, B and C once at the GPU's DRAM
+-- peak; compute_floor_ns: its FLOPs at achievable_tensor_pct of its dtype's dense peak). shape_class: 'GEMV',
+-- 'memory-bound shape' (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- est_time_saved_ns (an ESTIMATE, estimate_basis says of what, never above gpu_time_ns - floor_ns): a GEMV's
+-- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); any other row's FLOPs
+-- at the efficiency (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU, dtype and
+-- shape class, aligned, not tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its
+-- actual time, floored at 0; the source GEMM is named in estimate_basis.
 WITH limits AS (
     SELECT 1e8 AS tiny_flops,   -- 2·M·N·K below 0.1 GFLOP: ~0.1 µs at an H100's BF16 peak, less than a launch costs
-           16 AS tiny_dim       -- M, N or K below 16: most of a 64-wide tensor-core tile idles
+           16 AS tiny_dim,      -- M, N or K below 16: most of a 64-wide tensor-core tile idles
+           max(CASE WHEN t.name = 'achievable_tensor_pct' THEN t.value END) AS achievable_tensor_pct,
+           max(CASE WHEN t.name = 'achievable_dram_pct' THEN t.value END) AS achievable_dram_pct,
+           max(CASE WHEN t.name = 'gemv_max_dim' THEN t.value END) AS gemv_max_dim
+    FROM bottleneck_thresholds t
 ), timeline_models AS (
     SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
 ), ncu_waves AS (
@@ -29,7 +39,9 @@ WITH limits AS (
     WHERE waves_per_sm IS NOT NULL
     GROUP BY model, gpu, kernel_id, grid_size, block_size
 ), gpu_sms AS (
-    SELECT gpu, max(sm_count) AS sm_count, max(compute_capability) AS compute_capability
+    -- the highest DRAM peak ncu reported for the GPU: the floor of a bound errs low, never high
+    SELECT gpu, max(sm_count) AS sm_count, max(compute_capability) AS compute_capability,
+           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
     FROM kernels
     GROUP BY gpu
 ), timeline_gemms AS (
@@ -115,24 +127,60 @@ WITH limits AS (
            regexp_extract(g.kernel_name, '(cutlass_75|cutlass_70|sm75|sm70|s1688|h1688|s884|h884|align1)', 1) AS fallback_marker,
            (g.flops_per_launch < l.tiny_flops OR least(g.m, g.n, g.k) < l.tiny_dim) AS tiny,
            l.tiny_flops,
-           l.tiny_dim
+           l.tiny_dim,
+           least(g.m, g.n) <= l.gemv_max_dim AS gemv,
+           l.gemv_max_dim,
+           l.achievable_tensor_pct,
+           l.achievable_dram_pct,
+           s.peak_dram_bytes_per_s,
+           -- bytes the GEMM must move: A, B read once and C written once, at the math dtype's element size
+           -- (an fp8 GEMM writing bf16 moves more: the floor errs low)
+           CAST(g.batch AS DOUBLE) * (CAST(g.m AS DOUBLE) * g.k + CAST(g.k AS DOUBLE) * g.n + CAST(g.m AS DOUBLE) * g.n)
+               * CASE WHEN g.math_dtype = 'fp64' THEN 8 WHEN g.math_dtype IN ('fp32', 'tf32') THEN 4
+                      WHEN g.math_dtype IN ('bf16', 'fp16') THEN 2
+                      WHEN g.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END AS compulsory_bytes_per_launch
     FROM grouped g
     CROSS JOIN limits l
     LEFT JOIN gpu_sms s ON s.gpu = g.gpu
     LEFT JOIN ncu_waves w
       ON w.model = g.model AND w.gpu = g.gpu AND w.kernel_id = g.kernel_id
      AND w.grid_size = g.grid_size AND w.block_size = g.block_size
+), floored AS (
+    -- the row's floor: the time it cannot beat, max(DRAM floor: compulsory bytes at the DRAM peak, compute
+    -- floor: its FLOPs at achievable_tensor_pct of its dtype's dense peak)
+    SELECT j.*,
+           j.launches * j.compulsory_bytes_per_launch / NULLIF(j.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
+           j.launches * j.flops_per_launch / NULLIF(j.achievable_tensor_pct / 100.0 * j.peak_flops_per_s, 0) * 1e9
+               AS compute_floor_ns
+    FROM judged j
 ), flagged AS (
     SELECT j.*,
-           (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned
-    FROM judged j
+           -- a GEMV's shape is its workload (batch-1 decode), not a misalignment
+           NOT j.gemv AND (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned,
+           greatest(coalesce(j.dram_floor_ns, 0), coalesce(j.compute_floor_ns, 0)) AS floor_ns,
+           CASE WHEN j.dram_floor_ns IS NULL AND j.compute_floor_ns IS NULL THEN 'no floor known (no DRAM or compute peak)'
+                WHEN coalesce(j.dram_floor_ns, 0) >= coalesce(j.compute_floor_ns, 0)
+                    THEN concat('DRAM: ', CAST(round(j.compulsory_bytes_per_launch * j.launches / 1e6, 2) AS VARCHAR),
+                                ' MB compulsory at ', CAST(round(j.peak_dram_bytes_per_s / 1e12, 2) AS VARCHAR), ' TB/s')
+                ELSE concat('compute: ', CAST(round(j.flops_per_launch * j.launches / 1e9, 3) AS VARCHAR), ' GFLOP at ',
+                            CAST(j.achievable_tensor_pct AS VARCHAR), ' % of the ', coalesce(j.math_dtype, '?'),
+                            ' dense peak') END AS floor_basis,
+           -- comparable shapes for a borrowed efficiency: GEMVs, shapes whose DRAM floor outweighs their compute
+           -- floor (small K, skinny), and compute-bound shapes
+           CASE WHEN j.gemv THEN 'GEMV'
+                WHEN coalesce(j.dram_floor_ns, 0) > coalesce(j.compute_floor_ns, 0) THEN 'memory-bound shape'
+                ELSE 'compute-bound shape' END AS shape_class,
+           -- a GEMV's roof: its compulsory bytes at achievable_dram_pct of the DRAM peak (or its compute floor)
+           CASE WHEN j.gemv THEN greatest(coalesce(j.dram_floor_ns * 100.0 / j.achievable_dram_pct, 0),
+                                          coalesce(j.compute_floor_ns, 0)) END AS gemv_roof_ns
+    FROM floored j
 ), references_ AS (
     -- per shape and kernel, its two best models: the nearest reference of a shape is never more than one
     -- model's row away from them (only its own is excluded), and the join stays small however many models
     -- share a shape
-    SELECT model, gpu, op, m, n, k, batch, math_dtype, kernel_id, kernel_base, pct_of_peak, flops_per_launch
+    SELECT model, gpu, op, m, n, k, batch, math_dtype, kernel_id, kernel_base, pct_of_peak, flops_per_launch, shape_class
     FROM flagged
-    WHERE NOT misaligned AND NOT tiny AND pct_of_peak IS NOT NULL
+    WHERE NOT misaligned AND NOT tiny AND NOT gemv AND pct_of_peak IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY gpu, math_dtype, op, m, n, k, batch, kernel_id
                                ORDER BY pct_of_peak DESC, model) <= 2
 ), nearest AS (
@@ -141,7 +189,7 @@ WITH limits AS (
            r.kernel_base AS ref_kernel_base, r.pct_of_peak AS ref_pct_of_peak
     FROM flagged f
     LEFT JOIN references_ r
-      ON r.gpu = f.gpu AND r.math_dtype = f.math_dtype
+      ON r.gpu = f.gpu AND r.math_dtype = f.math_dtype AND r.shape_class = f.shape_class
      AND NOT (r.model = f.model AND r.m = f.m AND r.n = f.n AND r.k = f.k AND r.batch = f.batch
               AND r.kernel_id = f.kernel_id AND coalesce(r.op, '') = coalesce(f.op, ''))
     QUALIFY row_number() OVER (
@@ -165,9 +213,12 @@ SELECT
     f.pct_of_peak,
     f.misaligned,
     100.0 * (f.waves - CAST(ceil(f.waves) AS DOUBLE) + 1) AS wave_fill_pct,
-    CASE WHEN n.ref_pct_of_peak IS NOT NULL AND f.peak_flops_per_s IS NOT NULL
-         THEN greatest(0.0, f.gpu_time_ns - f.flops_per_launch * f.launches
-                                             / (n.ref_pct_of_peak / 100.0 * f.peak_flops_per_s) * 1e9)
+    -- never more than the time above the floor; a GEMV against its memory roof, the others at a borrowed efficiency
+    CASE WHEN f.gemv THEN least(greatest(0.0, f.gpu_time_ns - f.gemv_roof_ns), greatest(0.0, f.gpu_time_ns - f.floor_ns))
+         WHEN n.ref_pct_of_peak IS NOT NULL AND f.peak_flops_per_s IS NOT NULL
+         THEN least(greatest(0.0, f.gpu_time_ns - f.flops_per_launch * f.launches
+                                                  / (n.ref_pct_of_peak / 100.0 * f.peak_flops_per_s) * 1e9),
+                    greatest(0.0, f.gpu_time_ns - f.floor_ns))
     END AS est_time_saved_ns,
     f.kernel_base,
     f.kernel_display,
@@ -189,20 +240,38 @@ SELECT
         CASE WHEN f.fallback_marker <> '' THEN concat('kernel name shows an unaligned or older-architecture kernel (',
             f.fallback_marker, ')', CASE WHEN f.compute_capability IS NOT NULL
             THEN concat(' on compute capability ', f.compute_capability) ELSE '' END) END,
+        CASE WHEN f.gemv THEN concat('GEMV (M or N <= ', CAST(CAST(f.gemv_max_dim AS BIGINT) AS VARCHAR),
+            '): judged on its memory roof, not its tensor peak') END,
         CASE WHEN f.tiny THEN concat('tiny: 2·M·N·K·batch = ', CAST(CAST(f.flops_per_launch AS BIGINT) AS VARCHAR),
             ' FLOPs (limit ', CAST(CAST(f.tiny_flops AS BIGINT) AS VARCHAR), ') or a dimension below ',
             CAST(f.tiny_dim AS VARCHAR)) END,
         CASE WHEN f.waves IS NOT NULL AND f.waves - ceil(f.waves) + 1 < 0.5
             THEN concat('last wave ', CAST(CAST(round(100.0 * (f.waves - ceil(f.waves) + 1)) AS BIGINT) AS VARCHAR),
                         ' % full over ', CAST(CAST(ceil(f.waves) AS BIGINT) AS VARCHAR), ' wave(s)') END) AS evidence,
-    CASE WHEN n.ref_pct_of_peak IS NULL THEN 'no well-shaped GEMM of this dtype on this GPU to compare with'
+    CASE WHEN f.gemv THEN concat('ESTIMATE: the GEMV at its memory roof, its compulsory bytes at ',
+                                 CAST(f.achievable_dram_pct AS VARCHAR), ' % of the DRAM peak (now ',
+                                 CAST(round(100.0 * f.compulsory_bytes_per_launch * f.launches
+                                            / NULLIF(f.gpu_time_ns * 1e-9 * f.peak_dram_bytes_per_s, 0), 1) AS VARCHAR),
+                                 ' %); floor ', CAST(round(f.floor_ns / 100) / 10 AS VARCHAR), ' us (', f.floor_basis, ')')
+         WHEN n.ref_pct_of_peak IS NULL THEN concat('no well-shaped GEMM of this dtype and shape class (', f.shape_class,
+                                                    ') on this GPU to compare with')
          ELSE concat('ESTIMATE: time at ', CAST(round(n.ref_pct_of_peak, 1) AS VARCHAR), ' % of peak, the efficiency of ',
                      n.ref_model, ' ', coalesce(n.ref_op, '?'), ' ', CAST(n.ref_m AS VARCHAR), 'x', CAST(n.ref_n AS VARCHAR),
                      'x', CAST(n.ref_k AS VARCHAR),
                      CASE WHEN n.ref_batch <> 1 THEN concat(' x', CAST(n.ref_batch AS VARCHAR)) ELSE '' END,
-                     ' (', n.ref_kernel_base, '), the nearest well-shaped GEMM by FLOPs on this GPU') END AS estimate_basis,
+                     ' (', n.ref_kernel_base, '), the nearest well-shaped GEMM by FLOPs of its shape class (', f.shape_class,
+                     ') on this GPU, capped at the time above its floor ', CAST(round(f.floor_ns / 100) / 10 AS VARCHAR),
+                     ' us (', f.floor_basis, ')') END AS estimate_basis,
     f.time_basis,
-    f.shape_source
+    f.shape_source,
+    f.gemv,
+    f.shape_class,
+    f.floor_ns,
+    f.floor_basis,
+    f.dram_floor_ns,
+    f.compute_floor_ns,
+    100.0 * f.compulsory_bytes_per_launch * f.launches / NULLIF(f.gpu_time_ns * 1e-9 * f.peak_dram_bytes_per_s, 0)
+        AS pct_of_dram_roof
 FROM flagged f
 LEFT JOIN nearest n
   ON n.model = f.model AND n.gpu = f.gpu AND n.kernel_id = f.kernel_id

@@ -10,7 +10,18 @@
 -- remove. An estimate and an upper bound: the profiler's own overhead widens every gap.
 -- Microseconds in the evidence are whole nanoseconds rounded half up (round(ns / 100) / 10): round(ns / 1000, 1)
 -- of 205,950 ns gave 206.0 or 205.9 depending on the engine (DuckDB 2 rounds the binary double 205.9499...).
-WITH activity AS (
+WITH unprofiled AS (
+    -- the un-profiled timing of the same command where the run's manifest records one (tags
+    -- unprofiled_seconds: wall time of unprofiled_iterations iterations without a profiler), scaled to the
+    -- traced iterations (profiled_iterations, else the same count). Nothing writes these keys yet (kwh profile
+    -- records no un-profiled timing): a manifest may carry them.
+    SELECT run_id,
+           TRY_CAST(tags['unprofiled_seconds'] AS DOUBLE) * 1e9
+               * coalesce(TRY_CAST(tags['profiled_iterations'] AS DOUBLE) / NULLIF(TRY_CAST(tags['unprofiled_iterations'] AS DOUBLE), 0), 1.0)
+               AS unprofiled_span_ns
+    FROM runs
+    WHERE TRY_CAST(tags['unprofiled_seconds'] AS DOUBLE) > 0
+), activity AS (
     SELECT run_id, model, gpu, device_id, stream_id, start_ns, duration_ns, start_ns + duration_ns AS end_ns,
            coalesce(nvtx_range, split_part(nvtx_path, ' > ', 1), framework_op, kernel_base) AS subject,
            CASE WHEN nvtx_range IS NOT NULL THEN 'NVTX range'
@@ -21,7 +32,8 @@ WITH activity AS (
     SELECT a.*,
            max(end_ns) OVER (PARTITION BY run_id, device_id ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until,
-           lag(subject) OVER (PARTITION BY run_id, device_id ORDER BY start_ns, end_ns) AS previous_subject
+           lag(subject) OVER (PARTITION BY run_id, device_id ORDER BY start_ns, end_ns) AS previous_subject,
+           start_ns - lag(start_ns) OVER (PARTITION BY run_id, device_id ORDER BY start_ns, end_ns) AS launch_interval_ns
     FROM activity a
 ), gapped AS (
     SELECT s.*, CASE WHEN s.start_ns > s.busy_until THEN s.start_ns - s.busy_until ELSE 0 END AS gap_ns,
@@ -29,7 +41,7 @@ WITH activity AS (
     FROM spaced s
 ), floors AS (
     SELECT run_id, device_id, min(CASE WHEN gap_ns > 0 THEN gap_ns END) AS floor_gap_ns,
-           max(end_ns) - min(start_ns) AS span_ns
+           max(end_ns) - min(start_ns) AS span_ns, median(launch_interval_ns) AS launch_interval_ns
     FROM gapped
     GROUP BY run_id, device_id
 ), per_subject AS (
@@ -39,7 +51,8 @@ WITH activity AS (
            CAST(sum(CASE WHEN g.gap_ns > f.floor_gap_ns THEN g.gap_ns - f.floor_gap_ns ELSE 0 END) AS DOUBLE)
                AS est_time_saved_ns,
            median(CASE WHEN g.gap_ns > 0 THEN g.gap_ns END) AS gap_median_ns, min(f.floor_gap_ns) AS floor_gap_ns,
-           min(f.span_ns) AS span_ns
+           min(f.span_ns) AS span_ns, min(f.launch_interval_ns) AS launch_interval_ns,
+           CAST(NULL AS DOUBLE) AS unprofiled_span_ns
     FROM gapped g
     JOIN floors f ON f.run_id = g.run_id AND coalesce(f.device_id, -1) = coalesce(g.device_id, -1)
     GROUP BY g.run_id, g.model, g.gpu, g.device_id, g.subject
@@ -50,25 +63,42 @@ WITH activity AS (
            CAST(sum(CASE WHEN g.gap_ns > f.floor_gap_ns THEN g.gap_ns - f.floor_gap_ns ELSE 0 END) AS DOUBLE)
                AS est_time_saved_ns,
            median(CASE WHEN g.gap_ns > 0 THEN g.gap_ns END) AS gap_median_ns, min(f.floor_gap_ns) AS floor_gap_ns,
-           min(f.span_ns) AS span_ns
+           min(f.span_ns) AS span_ns, min(f.launch_interval_ns) AS launch_interval_ns,
+           min(u.unprofiled_span_ns) AS unprofiled_span_ns
     FROM gapped g
     JOIN floors f ON f.run_id = g.run_id AND coalesce(f.device_id, -1) = coalesce(g.device_id, -1)
+    LEFT JOIN unprofiled u ON u.run_id = g.run_id
     GROUP BY g.run_id, g.model, g.gpu, g.device_id
 ), both_levels AS (
     SELECT * FROM per_subject
     UNION ALL
     SELECT * FROM per_run
+), judged AS (
+    -- with an un-profiled timing of the traced iterations, the idle time is that run's (wall time less the GPU
+    -- busy time), never more than the profiled estimate; without one, the profiled idle time is an upper bound
+    SELECT b.*,
+           CASE WHEN b.unprofiled_span_ns IS NOT NULL
+                THEN least(b.est_time_saved_ns, greatest(0.0, b.unprofiled_span_ns - b.gpu_time_ns))
+                ELSE b.est_time_saved_ns END AS est_ns,
+           CASE WHEN b.unprofiled_span_ns IS NOT NULL THEN 'idle time without the profiler'
+                ELSE 'idle time measured under the profiler, an upper bound' END AS basis
+    FROM both_levels b
 )
 SELECT run_id, model, gpu, device_id, subject, subject_kind, launches, stretches, gpu_time_ns, idle_ns,
-       est_time_saved_ns, idle_ns / NULLIF(gpu_time_ns, 0) AS idle_per_busy,
-       100.0 * est_time_saved_ns / NULLIF(span_ns, 0) AS est_saved_pct_of_span,
+       est_ns AS est_time_saved_ns, idle_ns / NULLIF(gpu_time_ns, 0) AS idle_per_busy,
+       100.0 * est_ns / NULLIF(span_ns, 0) AS est_saved_pct_of_span,
        gap_median_ns,
        concat(CAST(launches AS VARCHAR), ' launches in ', CAST(stretches AS VARCHAR), ' stretch(es): GPU ran ',
               CAST(round(gpu_time_ns / 100) / 10 AS VARCHAR), ' us and sat idle ', CAST(round(idle_ns / 100) / 10 AS VARCHAR),
               ' us between them (median gap ', CAST(round(gap_median_ns / 100) / 10 AS VARCHAR),
               ' us; smallest gap of the run ', CAST(round(floor_gap_ns / 100) / 10 AS VARCHAR),
-              ' us): launch-bound, a CUDA Graph or kernel-fusion candidate. Gaps include profiler overhead, ',
-              'so the saving is an upper bound') AS evidence
-FROM both_levels
+              ' us; median launch-to-launch interval ', CAST(round(launch_interval_ns / 100) / 10 AS VARCHAR),
+              ' us, the CPU''s launch rate while the GPU waits on it): launch-bound, a CUDA Graph or kernel-fusion candidate. ',
+              CASE WHEN unprofiled_span_ns IS NOT NULL
+                   THEN concat('Un-profiled, the same iterations took ', CAST(round(unprofiled_span_ns / 100) / 10 AS VARCHAR),
+                               ' us of wall time')
+                   ELSE 'Gaps include profiler overhead (one launch every 35-65 us with record_shapes on, ~5-10 us without), so the saving is an upper bound' END) AS evidence,
+       basis, launch_interval_ns, unprofiled_span_ns
+FROM judged
 WHERE idle_ns > gpu_time_ns
 ORDER BY model, gpu, run_id, device_id, est_time_saved_ns DESC, subject
