@@ -20,8 +20,9 @@
 -- the useful basis, pct_of_roof / padding_factor) or its DRAM throughput (% of peak, time-weighted over its
 -- ncu launches): at_roof_pct at or above at_roof_pct of the limits CTE (published ceilings: big cuBLAS BF16
 -- GEMMs 76-77 % of peak, streaming kernels 70-90 % of DRAM), below_roof_pct under it, unplaced_pct with
--- no ncu launch or nothing to place it by; idle_pct the idle share of the span. Kernels overlapping on
--- several streams count once per stream, so the four shares can add past 100 on multi-stream runs.
+-- no ncu launch or nothing to place it by; memcpy_memset_pct the copies' and memsets' share, idle_pct the
+-- idle share of the span. On one stream the five add up to 100; kernels overlapping on several streams
+-- count once per stream, so they can add past 100 on multi-stream runs.
 WITH limits AS (
     SELECT 70.0 AS at_roof_pct
 ), tensor_classes AS (
@@ -29,7 +30,8 @@ WITH limits AS (
 ), timeline_models AS (
     SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
 ), devices AS (
-    SELECT run_id, sum(span_ns) AS span_ns, sum(busy_ns) AS busy_ns, sum(idle_ns) AS idle_ns
+    SELECT run_id, sum(span_ns) AS span_ns, sum(busy_ns) AS busy_ns, sum(idle_ns) AS idle_ns,
+           sum(memcpy_ns + memset_ns) AS memcpy_memset_ns
     FROM gpu_timeline
     WHERE stream_id IS NULL
     GROUP BY run_id
@@ -111,6 +113,7 @@ WITH limits AS (
            CASE WHEN p.time_basis = 'timeline' THEN d.span_ns END AS span_ns,
            CASE WHEN p.time_basis = 'timeline' THEN d.busy_ns ELSE p.kernel_ns END AS busy_ns,
            CASE WHEN p.time_basis = 'timeline' THEN d.idle_ns END AS idle_ns,
+           CASE WHEN p.time_basis = 'timeline' THEN d.memcpy_memset_ns END AS memcpy_memset_ns,
            -- the base of the shares: the span on a timeline, ncu's time otherwise
            CASE WHEN p.time_basis = 'timeline' THEN d.span_ns ELSE p.kernel_ns END AS share_base_ns
     FROM per_run p
@@ -125,6 +128,7 @@ SELECT s.model, s.run_id, s.gpu, s.time_basis,
        100.0 * s.at_roof_ns / NULLIF(s.share_base_ns, 0) AS at_roof_pct,
        100.0 * s.below_roof_ns / NULLIF(s.share_base_ns, 0) AS below_roof_pct,
        100.0 * s.unplaced_ns / NULLIF(s.share_base_ns, 0) AS unplaced_pct,
+       100.0 * s.memcpy_memset_ns / NULLIF(s.span_ns, 0) AS memcpy_memset_pct,
        100.0 * s.idle_ns / NULLIF(s.span_ns, 0) AS idle_pct,
        100.0 * s.tensor_counted_ns / NULLIF(s.tensor_ns, 0) AS flops_coverage_pct,
        s.useful_flops, s.main_dtype, s.span_ns, s.busy_ns, s.kernel_ns, s.kernels, s.throttle_lost_ns
