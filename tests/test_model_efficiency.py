@@ -179,3 +179,18 @@ def test_kwh_summary_leads_with_model_efficiency(warehouse):
     header = result.output.splitlines()[1].split()
     assert header[:8] == ["model", "run", "time_basis", "mfu_pct", "mfu_busy_pct", "tensor_busy_pct",
                           "padding_factor", "throttled_pct"]
+
+
+def test_the_report_leads_with_model_efficiency_and_shows_useful_beside_executed(warehouse):
+    """GPT-2's causal SDPA executes 1.5x its useful FLOPs: the roofline draws a hollow point at the useful
+    rate beneath it; dots carry real (timeline) time; the trace's kernels ncu never profiled are listed."""
+    from kwarehouse import report
+    text = report.build(warehouse)
+    assert text.index("<h2>Model efficiency") < text.index("<h2>What the GPU time rests on")
+    assert 'class="useful"' in text and "padding factor 1.50" in text
+    assert "real GPU time" in text
+    assert "<h2>Top kernels ncu did not profile: NVIDIA H100 80GB HBM3" in text
+    not_profiled = rows(warehouse, "SELECT count(DISTINCT kernel_id) FROM kernel_time WHERE model = 'gpt2' "
+                                   "AND counter_match = 'not profiled' AND gpu_time_ns > 0")[0][0]
+    assert not_profiled > 0
+    assert "<h2>Bottleneck class per model" in text
