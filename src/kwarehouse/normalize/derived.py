@@ -242,8 +242,9 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
         .alias("pct_of_peak"),
         # the op's math from its input shapes (op_flops.py: 2·M·N·K, conv without channel padding, causal
         # attention halved where recorded), beside the executed tensor_flops the counters count in whole tiles
-        # (attention without a recorded causal flag has none: its full work may be twice the useful)
-        pl.when(pl.col("shape_flops_source") != op_flops.SOURCE_CAUSAL_UNKNOWN).then(pl.col("shape_flops"))
+        # (only where nothing was assumed: attention without a recorded causal flag counts its full work,
+        # up to twice the useful; a conv whose stride NVTX did not record reads 4x on a stride-2 conv)
+        pl.when(pl.col("shape_flops_source") == op_flops.SOURCE).then(pl.col("shape_flops"))
         .alias("useful_flops"),
         sm_clock.alias("sm_clock_hz"),
         device_clock.alias("max_sm_clock_hz"),
