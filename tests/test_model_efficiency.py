@@ -197,12 +197,14 @@ def test_the_report_leads_with_model_efficiency_and_shows_useful_beside_executed
 
 
 def test_shape_flops_resting_on_an_assumption_are_no_useful_flops(tmp_path):
-    """ResNet-18's first conv (corpus A, NVTX without stride/padding): [N, 3, 224, 224] x [64, 3, 7, 7] read as
-    a same-size output counts 4x the work of its real stride-2 112x112 output (flops_source 'op shapes
-    (output size assumed)'): it keeps that as flops, but useful_flops stays NULL rather than overstating 4x
-    (on the corpus it made padding_factor read 0.25 and pct_of_peak 105 %)."""
+    """ResNet-18's first conv (corpus A, NVTX without stride/padding): [32, 3, 224, 224] x [64, 3, 7, 7] read as
+    a same-size output is 2·N·K·C·R·S·P·Q = 2·32·64·3·7·7·224·224 = 30,211,571,712, 4x the work of its real
+    stride-2 112x112 output (flops_source 'op shapes (output size assumed)'): it keeps that as flops, but
+    useful_flops stays NULL rather than overstating 4x (on the corpus it made padding_factor read 0.25 and
+    pct_of_peak 105 %)."""
     warehouse = Warehouse(tmp_path / "wh")
     assert pipeline.ingest([DATA / "verdicts-ncu-h100" / "resnet18"], warehouse).failed == []
     got = rows(warehouse, "SELECT flops, useful_flops FROM kernels WHERE op_class = 'conv' "
                           "AND flops_source = 'op shapes (output size assumed)'")
     assert len(got) == 3 and all(flops > 0 and useful is None for flops, useful in got)
+    assert max(flops for flops, _ in got) == 2 * 32 * 64 * 3 * 7 * 7 * 224 * 224
