@@ -33,8 +33,8 @@ def cupy(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "bottleneck_share", "cache_efficiency", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
-        "launch_shape_correlates", "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline", "run_framework",
+        "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
+        "launch_shape_correlates", "library_share", "model_efficiency", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline", "run_framework",
         "speed_of_light",
         "time_weighted_kernels", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():

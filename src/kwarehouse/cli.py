@@ -378,14 +378,20 @@ def sql(args: WarehouseArgs, query, path, fmt):
 @click.option("--top", default=10, show_default=True, help="How many kernels to list.")
 @pass_warehouse
 def summary(warehouse: Warehouse, top):
-    """Print kernels per model and the top kernels by GPU time.
+    """Print each model's efficiency (MFU, tensor busy, padding, throttling), kernels per model and the
+    top kernels by GPU time.
 
     \b
     Example:
       kwh summary --top 20
     """
-    from kwarehouse.summary import fix_first, replay_note, replay_only, summary_tables
+    from kwarehouse.summary import fix_first, model_efficiency, replay_note, replay_only, summary_tables
     _require_warehouse(warehouse)
+    efficiency_cols, efficiency_rows = model_efficiency(warehouse)
+    if efficiency_rows:
+        click.echo("Model efficiency (MFU: useful FLOPs over the traced span at the datasheet dense peak; "
+                   "views/model_efficiency.sql says how each column is made)\n"
+                   + format_table(efficiency_cols, efficiency_rows) + "\n")
     (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
     click.echo(f"\nTop {top} kernels by GPU time (real timeline time where a model has one; SM % and DRAM % "

@@ -73,13 +73,15 @@ def _frame(title_x: str, title_y: str, body: str, width: int = WIDTH, height: in
 def roofline_svg(points: list[dict], compute_roofs: list[tuple[str, float]], memory_roofs: list[tuple[str, float]],
                  libraries: list[str]) -> str:
     """Log-log roofline of one GPU: points (x = FLOP per DRAM byte, y = achieved FLOP/s, size, library,
-    label) under every compute roof (name, FLOP/s: each tensor dtype present and the CUDA-core FP32/FP64
+    label; useful_y and useful_label where the executed FLOPs exceed the useful ones: a hollow point at
+    the useful rate) under every compute roof (name, FLOP/s: each tensor dtype present and the CUDA-core FP32/FP64
     roofs) and memory roof (name, bytes/s: DRAM, and L2 where measured, dashed: it bounds a kernel at its
     L2 intensity, which the tooltip gives)."""
     top_flops = max(f for _, f in compute_roofs)
     dram = dict(memory_roofs).get("DRAM") or max(b for _, b in memory_roofs)
     x_values = [p["x"] for p in points] + [f / dram for _, f in compute_roofs]
-    y_values = [p["y"] for p in points] + [f for _, f in compute_roofs]
+    y_values = [p["y"] for p in points] + [p["useful_y"] for p in points if p.get("useful_y")] + \
+        [f for _, f in compute_roofs]
     x_lo, x_hi = 10 ** math.floor(math.log10(min(x_values) / 2)), 10 ** math.ceil(math.log10(max(x_values) * 4))
     y_lo, y_hi = 10 ** math.floor(math.log10(min(y_values) / 2)), 10 ** math.ceil(math.log10(max(y_values) * 2))
     left, right, top, bottom = MARGIN["left"], WIDTH - MARGIN["right"], MARGIN["top"], HEIGHT - MARGIN["bottom"]
@@ -128,6 +130,13 @@ def roofline_svg(points: list[dict], compute_roofs: list[tuple[str, float]], mem
     biggest = max(p["size"] for p in points) or 1
     for p in sorted(points, key=lambda p: -p["size"]):
         radius = 3 + 12 * math.sqrt(p["size"] / biggest)
+        if p.get("useful_y"):
+            # a padded kernel: its useful FLOP/s (hollow) under the executed point, joined by a line
+            parts.append(f'<line x1="{sx(p["x"]):.1f}" y1="{sy(p["y"]):.1f}" x2="{sx(p["x"]):.1f}" '
+                         f'y2="{sy(p["useful_y"]):.1f}" stroke="#333" stroke-dasharray="2,2"/>'
+                         f'<circle cx="{sx(p["x"]):.1f}" cy="{sy(p["useful_y"]):.1f}" r="{radius:.1f}" fill="none" '
+                         f'stroke="{_color(p["library"], libraries)}" stroke-width="1.5" class="useful">'
+                         f'<title>{_esc(p["useful_label"])}</title></circle>')
         parts.append(f'<circle cx="{sx(p["x"]):.1f}" cy="{sy(p["y"]):.1f}" r="{radius:.1f}" '
                      f'fill="{_color(p["library"], libraries)}" fill-opacity="0.7" stroke="#333" stroke-width="0.5">'
                      f'<title>{_esc(p["label"])}</title></circle>')
@@ -243,6 +252,7 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
         if not libraries:
             latest = []
             raise _Empty
+        sections.append(_model_efficiency_section(q))
         sections.append(_time_basis_section(q))
         # roofline per GPU (the roofline view: tensor FLOPs where counted or known from op shapes)
         for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
@@ -307,31 +317,43 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                      "long_scoreboard is memory latency, barrier is __syncthreads, math_pipe_throttle a busy pipe.",
                                      stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)",
                                                  STALL_PALETTE)))
-        bottlenecks = q("SELECT kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
+        bottlenecks = q("SELECT model, kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
                         "round(sum(duration_ns) / 1e3, 1), round(avg(sm_pct), 1), round(avg(memory_pct), 1), "
                         "arg_max(seed_class, coalesce(duration_ns, -1)), arg_max(ncu_verdict, coalesce(duration_ns, -1)), "
                         "bool_and(agrees_with_ncu), arg_max(decided_by, coalesce(duration_ns, -1)), "
                         "arg_max(fix, coalesce(duration_ns, -1)) "
-                        "FROM bottleneck_class WHERE {where} GROUP BY kernel_base, library, bottleneck, limiting_unit "
-                        "ORDER BY 6 DESC NULLS LAST, 1 LIMIT 25")
+                        "FROM bottleneck_class WHERE {where} "
+                        "GROUP BY model, kernel_base, library, bottleneck, limiting_unit "
+                        "QUALIFY row_number() OVER (PARTITION BY model ORDER BY sum(duration_ns) DESC NULLS LAST, "
+                        "kernel_base) <= 10 ORDER BY model, 7 DESC NULLS LAST, 2")
         if bottlenecks:
-            sections.append(_section("Bottleneck class", "per kernel and class, with the unit that limits it, ncu's own "
+            sections.append(_section("Bottleneck class per model", "per model (its ten longest), kernel and class, with "
+                                     "the unit that limits it, ncu's own "
                                      "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
                                      "metric values that decided it (cut-offs in the bottleneck_thresholds table) and "
                                      "the fix.",
-                                     _table(["kernel", "library", "bottleneck", "limiting unit", "ncu launches",
+                                     _table(["model", "kernel", "library", "bottleneck", "limiting unit", "ncu launches",
                                              "ncu replay time (us)", "SM %", "memory %", "seed class", "ncu verdict",
                                              "agrees with ncu", "decided by (its longest launch)", "fix"], bottlenecks)))
-        signals = q("SELECT signal, subject, model_list, launches, round(gpu_time_pct, 2), "
-                    "round(est_time_saved_ns / 1e3, 1), fix, evidence, assumption "
-                    "FROM design_signals WHERE source = 'calibrated' AND ($model IS NULL OR "
-                    "list_contains(string_split(model_list, ','), $model)) "
-                    "ORDER BY est_time_saved_ns DESC NULLS LAST, gpu_time_pct DESC LIMIT 25")
+        # shares of the GPU time of the models a signal names (not of the fleet): what a model owner reads
+        signals = q("WITH model_time AS (SELECT model, sum(gpu_time_ns) AS ns FROM kernel_time GROUP BY model) "
+                    "SELECT s.signal, s.subject, s.model_list, s.launches, "
+                    "round(100 * s.gpu_time_ns / nullif(sum(m.ns), 0), 2), "
+                    "round(100 * s.est_time_saved_ns / nullif(sum(m.ns), 0), 2), "
+                    "round(s.est_time_saved_ns / 1e3, 1), s.fix, s.evidence, s.assumption "
+                    "FROM design_signals s LEFT JOIN model_time m ON list_contains(string_split(s.model_list, ','), m.model) "
+                    "WHERE s.source = 'calibrated' AND ($model IS NULL OR "
+                    "list_contains(string_split(s.model_list, ','), $model)) "
+                    "GROUP BY s.signal, s.subject, s.model_list, s.launches, s.gpu_time_ns, s.est_time_saved_ns, "
+                    "s.fix, s.evidence, s.assumption, s.kernel_id "
+                    "ORDER BY s.est_time_saved_ns DESC NULLS LAST, s.gpu_time_ns DESC LIMIT 25")
         if signals:
             sections.append(_section("Design signals: what to fix first", "patterns to act on, ordered by the GPU time a fix "
-                                     "would save (an estimate: its assumption is in the last column), with the fix.",
-                                     _table(["signal", "subject", "models", "launches", "GPU time %",
-                                             "est. time saved (us)", "fix", "evidence", "assumption"], signals)))
+                                     "would save (an estimate: its assumption is in the last column), with the fix. "
+                                     "Shares are of the GPU time of the models the signal names, not of the fleet.",
+                                     _table(["signal", "subject", "models", "launches", "% of their models' GPU time",
+                                             "est. saved, % of their models' GPU time", "est. time saved (us)", "fix",
+                                             "evidence", "assumption"], signals)))
         sections.extend(_trends(q))
         latest = q("SELECT model, list(DISTINCT CAST(coalesce(run_date, CAST(ingested_at AS DATE)) AS VARCHAR)) "
                    "FROM runs WHERE tool = 'ncu' AND ($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) "
@@ -364,18 +386,34 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
     """One GPU's roofline chart (kernel identities placed by the roofline view, under the tensor roof of
     each dtype present, the CUDA-core FP32/FP64 roofs, DRAM and L2) and the list of kernels it cannot
     place: no FLOPs are drawn at zero."""
-    placed = q("SELECT kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
+    # dots sized by real GPU time (kernel_time: timeline time, ncu replay time for models without one);
+    # padded kernels (executed / useful FLOPs above 1.05) get a hollow point at their useful rate too
+    placed = q("SELECT r.kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
                "sum(flops) / nullif(sum(duration_ns) * 1e-9, 0), sum(duration_ns), arg_max(roof, duration_ns), "
                "arg_max(limiter, duration_ns), sum(pct_of_roof * duration_ns) / nullif(sum(duration_ns), 0), "
-               "sum(flops) / nullif(sum(l2_bytes), 0) "
-               "FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NOT NULL AND {where} "
-               "GROUP BY kernel_id", gpu_name=gpu)
-    shown = [dict(x=r[3], y=r[4], size=r[5], library=r[2],
-                  label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP per DRAM byte"
-                        + (f", {r[9]:.3g} per L2 byte" if r[9] else "")
-                        + f", {_fmt(r[4])}FLOP/s; roof {r[6]}, limited by {r[7]} at {r[8] or 0:.0f}% of it; "
-                        f"{r[5] / 1e3:,.1f} us")
-             for r in placed if r[3] and r[4] and r[3] > 0 and r[4] > 0]
+               "sum(flops) / nullif(sum(l2_bytes), 0), min(t.gpu_time_ns), "
+               "sum(tensor_flops) FILTER (WHERE useful_flops > 0) / nullif(sum(useful_flops) FILTER "
+               "(WHERE tensor_flops IS NOT NULL), 0) "
+               "FROM roofline r LEFT JOIN (SELECT kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time "
+               f"WHERE gpu = $gpu_name AND {TIMED} GROUP BY kernel_id) t ON t.kernel_id = r.kernel_id "
+               "WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NOT NULL AND {where} "
+               "GROUP BY r.kernel_id", gpu_name=gpu)
+    shown = []
+    for r in placed:
+        if not (r[3] and r[4] and r[3] > 0 and r[4] > 0):
+            continue
+        real_ns = r[10] if r[10] else r[5]
+        point = dict(x=r[3], y=r[4], size=real_ns, library=r[2],
+                     label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP per DRAM byte"
+                           + (f", {r[9]:.3g} per L2 byte" if r[9] else "")
+                           + f", {_fmt(r[4])}FLOP/s executed; roof {r[6]}, limited by {r[7]} at {r[8] or 0:.0f}% of "
+                           f"it; {real_ns / 1e3:,.1f} us real GPU time"
+                           + ("" if r[10] else " (ncu replay time: no timeline ran it)"))
+        if r[11] and r[11] > 1.05:
+            point.update(useful_y=r[4] / r[11],
+                         useful_label=f"{r[1]}: useful {_fmt(r[4] / r[11])}FLOP/s (op shapes), "
+                                      f"executed {_fmt(r[4])}FLOP/s: padding factor {r[11]:.2f}")
+        shown.append(point)
     roofs = q("SELECT roof, avg(peak_flops_per_s) FROM roofline WHERE level = 'launch' AND gpu = $gpu_name "
               "AND roof LIKE '% tensor' AND flops > 0 AND {where} GROUP BY roof ORDER BY 2 DESC", gpu_name=gpu)
     cuda_core = q("SELECT avg(peak_fp32_flops_per_s), avg(peak_fp64_flops_per_s), avg(peak_dram_bytes_per_s), "
@@ -392,13 +430,27 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
     if shown and compute_roofs and memory_roofs:
         sections.append(_section(
             f"Roofline: {gpu}",
-            "each dot is a kernel identity, sized by its ncu GPU time and colored by library (legend below), at "
-            "its FLOPs per DRAM byte and achieved FLOP/s: tensor-core FLOPs where ncu counted them or the op's "
-            "shapes give them, plus CUDA-core FLOPs. Flat lines: the dense tensor roof of each dtype present and "
+            "each dot is a kernel identity, sized by its real GPU time (timeline; ncu replay time where no "
+            "timeline ran it) and colored by library (legend below), at its FLOPs per DRAM byte and achieved "
+            "FLOP/s: tensor-core FLOPs where ncu counted them or the op's shapes give them, plus CUDA-core FLOPs. "
+            "A hollow circle under a dot is the same kernel's useful FLOP/s (from the op's shapes) where the "
+            "tensor cores executed more (padded tiles or channels, computed-then-masked blocks). Flat lines: the dense tensor roof of each dtype present and "
             "the CUDA-core FP32/FP64 roofs (ncu's peaks at the clock it measured); slopes: DRAM, and L2 (dashed) "
             "where ncu measured it. The tooltip names the roof that limits the kernel (the lowest of its compute "
             "roof and each level's bandwidth x intensity) and the share of it reached.",
             roofline_svg(shown, compute_roofs, memory_roofs, libraries) + _legend(libraries)))
+    unprofiled = q("SELECT min(kernel_base), min(library), min(op_class), sum(launches), sum(gpu_time_ns), "
+                   "string_agg(DISTINCT model, ', ') FROM kernel_time WHERE gpu = $gpu_name AND "
+                   f"counter_match = 'not profiled' AND gpu_time_ns > 0 AND {TIMED} "
+                   "GROUP BY kernel_id ORDER BY 5 DESC LIMIT 10", gpu_name=gpu)
+    if unprofiled:
+        sections.append(_section(
+            f"Top kernels ncu did not profile: {gpu}",
+            "kernels that take real GPU time (timeline) but have no ncu launch on this GPU, so the roofline "
+            "above cannot show them, by GPU time: profile them (kwh profile selects by real time) before "
+            "reading the roofline as the whole picture.",
+            _table(["kernel", "library", "op class", "launches", "GPU time (us)", "models"],
+                   [(r[0], r[1], r[2], r[3], _us(r[4]), r[5]) for r in unprofiled])))
     if unplaced:
         sections.append(_section(
             f"Kernels not on the roofline: {gpu}",
@@ -428,6 +480,22 @@ def _stall_shares_sql() -> str:
 # kernel_time rows kept by the filters: it has no run_id, so --since keeps the models with a run since then
 TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AND ($since IS NULL OR model IN "
          "(SELECT model FROM runs WHERE coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))")
+
+
+def _model_efficiency_section(q) -> str:
+    """Per model and run: MFU, tensor busy, padding, throttling and where the span went (model_efficiency)."""
+    rows = q("SELECT model, left(run_id, 8), time_basis, round(mfu_pct, 1), round(mfu_busy_pct, 1), "
+             "round(tensor_busy_pct, 1), round(padding_factor, 2), round(throttled_pct, 1), round(at_roof_pct, 1), "
+             "round(below_roof_pct, 1), round(unplaced_pct, 1), round(idle_pct, 1), round(flops_coverage_pct, 1) "
+             "FROM model_efficiency WHERE {where} ORDER BY model, time_basis DESC, run_id")
+    return _section("Model efficiency",
+                    "MFU: useful FLOPs (from the ops' shapes, not padded tiles) over the traced span at the datasheet "
+                    "dense peak of each kernel's dtype; busy MFU over GPU busy time. Tensor busy: time in tensor-core "
+                    "kernels. Padding factor: executed / useful tensor FLOPs. Throttled: time in big kernels that ran "
+                    "below 90 % of the GPU's max clock. The span splits into kernels at their roof, below it, not "
+                    "placed (no ncu counters) and idle. ncu-replay rows have no span: their shares are of ncu time.",
+                    _table(["model", "run", "time basis", "MFU %", "busy MFU %", "tensor busy %", "padding factor",
+                            "throttled %", "at roof %", "below roof %", "unplaced %", "idle %", "FLOPs known %"], rows))
 
 
 def _time_basis_section(q) -> str:

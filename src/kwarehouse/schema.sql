@@ -108,7 +108,11 @@ CREATE TABLE kernels (
     peak_l2_bytes_per_s        DOUBLE,           -- peak L2 bandwidth of l2_bytes' kind: ncu's bytes per cycle (.peak_sustained) x the L2 clock it measured
     peak_l1_bytes_per_s        DOUBLE,           -- peak L1/TEX bandwidth of l1_bytes' kind: ncu's bytes per cycle x the L1 clock it measured
     peak_flops_per_s           DOUBLE,           -- the roof of this launch: dense tensor peak of its math dtype when it has tensor FLOPs (ncu's peak per cycle x measured SM clock, else normalize/gpu_peaks.csv), else the CUDA-core FP64 or FP32 peak
-    pct_of_peak                DOUBLE,           -- achieved_flops_per_s / peak_flops_per_s, %
+    pct_of_peak                DOUBLE,           -- achieved_flops_per_s / peak_flops_per_s, % (the peak at the SM clock ncu measured where ncu exported its per-cycle peaks); NULL for a GEMM/conv/attention kernel of a tensor dtype whose tensor work was not counted (no tensor counters, no op shapes): its CUDA-core FLOPs are its epilogue's
+    useful_flops               DOUBLE,           -- the op's math from its input shapes on its main kernel (normalize/op_flops.py: 2·M·N·K, conv without channel padding, causal attention halved), whatever the counters read; NULL where the shapes left something to assume (is_causal or a conv's stride not recorded: flops_source says so); tensor_flops / useful_flops = padding factor
+    sm_clock_hz                DOUBLE,           -- the SM clock ncu measured over the launch (sm__cycles_elapsed.avg.per_second)
+    max_sm_clock_hz            DOUBLE,           -- the GPU's maximum (boost) SM clock (device__attribute_clock_rate)
+    datasheet_peak_flops_per_s DOUBLE,           -- the published peak of the launch's roof (dense tensor peak of its dtype, else the CUDA-core FP32/FP64 peak) from normalize/gpu_peaks.csv, at the datasheet's clock
     gemm_m                     BIGINT,           -- the GEMM op's M, N, K and batch from its input shapes (main kernel of the op only; NULL for non-GEMMs)
     gemm_n                     BIGINT,
     gemm_k                     BIGINT,

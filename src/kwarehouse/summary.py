@@ -52,6 +52,18 @@ FROM kernel_time t LEFT JOIN displays d USING (kernel_id) LEFT JOIN verdicts v U
 WHERE op_class IS DISTINCT FROM 'autotune'   -- XLA's compile-time autotuning (op_class_rules.csv): not the model's work
 GROUP BY t.kernel_id, library, op_class ORDER BY gpu_time_us DESC NULLS LAST LIMIT ?
 """
+# How well each model uses the GPU, the headline of `kwh summary` (views/model_efficiency.sql): MFU over
+# the traced span and over busy time, tensor-core busy share, executed/useful FLOPs, throttled share, and
+# the span at the roof / below it / idle. One row per run; ncu-only models rest on replay time.
+MODEL_EFFICIENCY = """
+SELECT model, left(run_id, 8) AS run, time_basis, round(mfu_pct, 1) AS mfu_pct, round(mfu_busy_pct, 1) AS mfu_busy_pct,
+       round(tensor_busy_pct, 1) AS tensor_busy_pct, round(padding_factor, 2) AS padding_factor,
+       round(throttled_pct, 1) AS throttled_pct, round(at_roof_pct, 1) AS at_roof_pct,
+       round(below_roof_pct, 1) AS below_roof_pct, round(unplaced_pct, 1) AS unplaced_pct,
+       round(idle_pct, 1) AS idle_pct, round(flops_coverage_pct, 1) AS flops_coverage_pct
+FROM model_efficiency
+ORDER BY model, time_basis DESC, run_id
+"""
 # The fleet's first fixes, by estimated time saved (what_to_fix_first)
 FIX_FIRST = """
 SELECT rank, signal, subject, model_list AS models, round(est_time_saved_ns / 1e3, 1) AS saved_us, saves,
@@ -95,6 +107,11 @@ def _query(warehouse: Warehouse, sql: str, params: list):
 def summary_tables(warehouse: Warehouse, top: int = 10):
     """(per-model table, top-kernels table), each as (column names, rows)."""
     return [_query(warehouse, PER_MODEL, []), _query(warehouse, TOP_KERNELS, [top])]
+
+
+def model_efficiency(warehouse: Warehouse):
+    """Model-level efficiency per model and run (views/model_efficiency.sql), as (column names, rows)."""
+    return _query(warehouse, MODEL_EFFICIENCY, [])
 
 
 def fix_first(warehouse: Warehouse, top: int = 5):

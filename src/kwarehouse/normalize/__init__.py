@@ -420,8 +420,7 @@ def op_shape_flops(kernels: pl.DataFrame, rules: KernelRules) -> pl.DataFrame:
                       "_target": rule.op_class if rule else None,
                       "_m": result.m if result else None, "_n": result.n if result else None,
                       "_k": result.k if result else None, "_batch": result.batch if result else None,
-                      "_source": op_flops.SOURCE_ASSUMED if result and result.note == op_flops.SAME_SIZE
-                      else op_flops.SOURCE,
+                      "_source": op_flops.SOURCES.get(result.note if result else None, op_flops.SOURCE),
                       "_op_dtype": op_flops.op_dtype(row["op_dtypes"], row["framework_op"])})
     table = pl.DataFrame(found, schema={**keys.schema, "_flops": pl.Float64, "_target": pl.String,
                                         "_m": pl.Int64, "_n": pl.Int64, "_k": pl.Int64, "_batch": pl.Int64,

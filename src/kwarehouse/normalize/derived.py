@@ -37,6 +37,8 @@ from importlib import resources
 
 import polars as pl
 
+from kwarehouse.normalize import op_flops
+
 PRECISIONS = {"fp16": "h", "fp32": "f", "fp64": "d"}
 RATE = "smsp__sass_thread_inst_executed_op_{}{}_pred_on.sum.per_cycle_elapsed"
 COUNT = "smsp__sass_thread_inst_executed_op_{}{}_pred_on.sum"
@@ -80,7 +82,11 @@ MATH_TO_COUNTER_DTYPE = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8_e4
 
 DERIVED_COLUMNS = ("flops_fp16", "flops_fp32", "flops_fp64", "tensor_flops", "flops", "flops_source",
                    "math_dtype", "achieved_flops_per_s", "arithmetic_intensity", "peak_fp32_flops_per_s",
-                   "peak_fp64_flops_per_s", "peak_dram_bytes_per_s", "peak_flops_per_s", "pct_of_peak")
+                   "peak_fp64_flops_per_s", "peak_dram_bytes_per_s", "peak_flops_per_s", "pct_of_peak",
+                   "useful_flops", "sm_clock_hz", "max_sm_clock_hz", "datasheet_peak_flops_per_s")
+# Op classes whose math runs on tensor cores (in any dtype but FP32/FP64): without tensor counters or op
+# shapes their CUDA-core counters see only the epilogue, so they get no CUDA-core roof and no pct_of_peak.
+TENSOR_OP_CLASSES = ("gemm", "conv", "attention")
 STRING_COLUMNS = ("flops_source", "math_dtype")
 
 
@@ -142,8 +148,10 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
     if "shape_flops" not in kernels.columns:
         kernels = kernels.with_columns(pl.lit(None, dtype=pl.Float64).alias("shape_flops"),
                                        pl.lit(None, dtype=pl.String).alias("shape_flops_source"))
+    if "op_class" not in kernels.columns:
+        kernels = kernels.with_columns(pl.lit(None, dtype=pl.String).alias("op_class"))
     frame = kernels.select("launch_id", "duration_ns", "dram_bytes", "compute_capability", "math_dtype",
-                           "shape_flops", "shape_flops_source").join(wide, on="launch_id", how="left")
+                           "op_class", "shape_flops", "shape_flops_source").join(wide, on="launch_id", how="left")
     if device_names is not None:
         frame = frame.join(device_names.unique("launch_id"), on="launch_id", how="left")
     else:
@@ -204,11 +212,20 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
         pl.when(has_tensor).then(pl.col("_counter_dtype"))
         .when(by_shapes).then(pl.col("math_dtype").replace_strict(MATH_TO_COUNTER_DTYPE, default=None))
         .alias("_roof_dtype"))
-    frame = frame.with_columns(_tensor_roof(frame, sm_clock).alias("_tensor_roof"))
     fp64_dominates = pl.col("flops_fp64").fill_null(0) > pl.col("flops_fp32").fill_null(0) + pl.col(
         "flops_fp16").fill_null(0)
+    # a GEMM/conv/attention kernel of a tensor dtype whose tensor work nobody counted (no tensor counters,
+    # no op shapes): its CUDA-core FLOPs are its epilogue's, so it is measured against no roof at all
+    # (an FP8 4096³ GEMM read 10 % of the FP32 CUDA-core roof that way); its roof is its dtype's tensor peak
+    tensor_uncounted = (pl.col("tensor_flops").is_null() & ~by_shapes & pl.col("op_class").is_in(TENSOR_OP_CLASSES)
+                        & ~pl.col("math_dtype").fill_null("unknown").is_in(["fp32", "fp64"]))
     frame = frame.with_columns(
-        pl.when(has_tensor | (by_shapes & pl.col("_tensor_roof").is_not_null())).then(pl.col("_tensor_roof"))
+        pl.when(tensor_uncounted).then(pl.col("math_dtype").replace_strict(MATH_TO_COUNTER_DTYPE, default=None))
+        .otherwise(pl.col("_roof_dtype")).alias("_roof_dtype"))
+    frame = frame.with_columns(_tensor_roof(frame, sm_clock).alias("_tensor_roof"))
+    frame = frame.with_columns(
+        pl.when(tensor_uncounted).then(pl.col("_tensor_roof"))
+        .when(has_tensor | (by_shapes & pl.col("_tensor_roof").is_not_null())).then(pl.col("_tensor_roof"))
         .when(by_shapes & (pl.col("math_dtype") == "fp64")).then(pl.col("peak_fp64_flops_per_s"))
         .when(by_shapes & (pl.col("math_dtype") == "fp32")).then(pl.col("peak_fp32_flops_per_s"))
         .when(by_shapes).then(None)   # dtype unknown: no roof rather than the wrong one
@@ -220,10 +237,46 @@ def derived_columns(kernels: pl.DataFrame, wide: pl.DataFrame, device_names: pl.
         .alias("arithmetic_intensity"),
     )
     frame = frame.with_columns(
-        (100 * pl.col("achieved_flops_per_s") / pl.when(pl.col("peak_flops_per_s") > 0).then(pl.col("peak_flops_per_s")))
-        .alias("pct_of_peak"))
+        pl.when(~tensor_uncounted).then(
+            100 * pl.col("achieved_flops_per_s") / pl.when(pl.col("peak_flops_per_s") > 0).then(pl.col("peak_flops_per_s")))
+        .alias("pct_of_peak"),
+        # the op's math from its input shapes (op_flops.py: 2·M·N·K, conv without channel padding, causal
+        # attention halved where recorded), beside the executed tensor_flops the counters count in whole tiles
+        # (only where nothing was assumed: attention without a recorded causal flag counts its full work,
+        # up to twice the useful; a conv whose stride NVTX did not record reads 4x on a stride-2 conv)
+        pl.when(pl.col("shape_flops_source") == op_flops.SOURCE).then(pl.col("shape_flops"))
+        .alias("useful_flops"),
+        sm_clock.alias("sm_clock_hz"),
+        device_clock.alias("max_sm_clock_hz"),
+        _datasheet_peak(frame, tensor_uncounted | has_tensor | (by_shapes & pl.col("_tensor_roof").is_not_null()))
+        .alias("datasheet_peak_flops_per_s"))
     return frame.select("launch_id", *[pl.col(c) if c in STRING_COLUMNS else pl.col(c).cast(pl.Float64)
                                        for c in DERIVED_COLUMNS])
+
+
+def _datasheet_peak(frame: pl.DataFrame, tensor_roof: pl.Expr) -> pl.Expr:
+    """The published peak (gpu_peaks.csv, at the datasheet's clock) of the roof peak_flops_per_s names:
+    the dense tensor peak of the roof dtype where the roof is a tensor one, else the FP64 or FP32
+    CUDA-core peak; NULL where the table has no row for the device. pct_of_peak is at the clock ncu
+    measured; this is the basis a datasheet reader expects (they differ by 20-25 % on throttled GEMMs)."""
+    from kwarehouse.normalize import peaks
+    names = frame["device_name"].drop_nulls().unique().to_list()
+    table = {}
+    for name in names:
+        for dtype, table_dtype in TABLE_DTYPE.items():
+            if (p := peaks.peak(name, table_dtype)) is not None and p.tensor_dense_flops_per_s is not None:
+                table[f"{name}|tensor|{dtype}"] = p.tensor_dense_flops_per_s
+        for dtype in ("fp32", "fp64"):
+            if (p := peaks.peak(name, dtype)) is not None and p.cuda_core_flops_per_s is not None:
+                table[f"{name}|core|{dtype}"] = p.cuda_core_flops_per_s
+    if not table:
+        return pl.lit(None, dtype=pl.Float64)
+    core_dtype = pl.when(pl.col("peak_flops_per_s") == pl.col("peak_fp64_flops_per_s")).then(pl.lit("fp64")) \
+        .otherwise(pl.lit("fp32"))
+    key = pl.when(tensor_roof).then(pl.concat_str(pl.col("device_name"), pl.lit("|tensor|"), pl.col("_roof_dtype"))) \
+        .when(pl.col("peak_flops_per_s").is_not_null()).then(
+            pl.concat_str(pl.col("device_name"), pl.lit("|core|"), core_dtype))
+    return key.replace_strict(table, default=None, return_dtype=pl.Float64)
 
 
 def _tensor_roof(frame: pl.DataFrame, sm_clock: pl.Expr) -> pl.Expr:

@@ -43,6 +43,11 @@ SAME_SIZE = "P,Q assumed equal to the input's spatial size (stride 1, same paddi
 # flops_source of shape FLOPs; a conv whose output size had to be assumed says so (a stride-2 conv reads 4x)
 SOURCE = "op shapes"
 SOURCE_ASSUMED = "op shapes (output size assumed)"
+# attention whose causal flag no source recorded (emit_nvtx keeps no scalars): the full work is counted, an
+# upper bound of the useful work (a causal mask halves it), so it is no useful_flops (derived.py)
+CAUSAL_UNKNOWN = "is_causal not recorded: the full (non-causal) work counted"
+SOURCE_CAUSAL_UNKNOWN = "op shapes (causal not recorded)"
+SOURCES = {SAME_SIZE: SOURCE_ASSUMED, CAUSAL_UNKNOWN: SOURCE_CAUSAL_UNKNOWN}
 
 
 @dataclass(frozen=True)
@@ -265,7 +270,7 @@ def _attention_forward(shapes: list, args: list | None, rule: Rule) -> tuple[flo
     causal = _arg(args, rule.params.get("causal"))
     mask_type = _arg(args, rule.params.get("mask_type"))
     if causal is None and mask_type is None:
-        return flops, "is_causal not recorded: the full (non-causal) work counted"
+        return flops, CAUSAL_UNKNOWN
     if causal == "True" or mask_type in ("1", "2"):
         return flops / 2, None
     return flops, None

@@ -8,6 +8,13 @@
 -- tflops and pct_of_peak count the op's math, 2·M·N·K·batch per launch (not the padded tiles the tensor
 -- counters also count), against peak_tflops: the dense tensor peak of math_dtype on that GPU (timeline:
 -- normalize/gpu_peaks.csv at the datasheet clock; ncu: its peak per cycle x the SM clock it measured).
+-- The two peak bases apart: pct_of_peak_at_clock against the dtype's peak at the SM clock ncu measured
+-- (ncu rows; NULL on a timeline, which measures no clock) and pct_of_datasheet_peak against the published
+-- peak (gpu_peaks.csv); on power-throttled big GEMMs (1.4-1.6 GHz of 1.98) they differ by 20-25 %.
+-- pct_of_peak is the one of them the row has (at clock on ncu rows, datasheet on timeline rows).
+-- executed_flops_per_launch: what the tensor counters executed (whole tiles), from this row's ncu launches
+-- or, for timeline rows, from ncu launches of the same kernel, grid, block and M/N/K/batch on that GPU;
+-- padding_factor = executed / useful (2·M·N·K·batch): M = 1024 in 96-row tiles reads 1.03.
 -- misaligned: M, N or K not a multiple of 8 (16 for fp8), which makes cuBLAS fall back to unaligned
 -- kernels, never on a GEMV (gemv: M or N <= gemv_max_dim of bottleneck_thresholds; batch-1 decode is the
 -- workload, judged on its memory roof: pct_of_dram_roof, the compulsory bytes over time x DRAM peak); evidence also names an older-architecture or align1 kernel (cutlass_75, s1688, h1688, align1)
@@ -48,7 +55,9 @@ WITH limits AS (
     SELECT model, gpu, framework_op AS op, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
            math_dtype, kernel_id, kernel_base, kernel_display, kernel_name, grid_size, block_size,
            CAST(duration_ns AS DOUBLE) AS duration_ns, peak_flops_per_s,
-           'timeline' AS time_basis, 'op shapes' AS shape_source
+           'timeline' AS time_basis, 'op shapes' AS shape_source,
+           CAST(NULL AS DOUBLE) AS clock_peak_flops_per_s, peak_flops_per_s AS datasheet_peak_flops_per_s,
+           CAST(NULL AS DOUBLE) AS executed_flops
     FROM kernel_launches
     WHERE activity = 'kernel' AND gemm_m IS NOT NULL
 ), borrowed AS (
@@ -78,7 +87,12 @@ WITH limits AS (
            CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
                 THEN k.peak_flops_per_s END AS peak_flops_per_s,
            'ncu replay' AS time_basis,
-           CASE WHEN k.gemm_m IS NOT NULL THEN 'op shapes' ELSE 'op shapes (timeline)' END AS shape_source
+           CASE WHEN k.gemm_m IS NOT NULL THEN 'op shapes' ELSE 'op shapes (timeline)' END AS shape_source,
+           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
+                THEN k.peak_flops_per_s END AS clock_peak_flops_per_s,
+           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
+                THEN k.datasheet_peak_flops_per_s END AS datasheet_peak_flops_per_s,
+           CASE WHEN k.flops_source = 'ncu tensor counters' THEN k.tensor_flops END AS executed_flops
     FROM kernels k
     LEFT JOIN borrowed s
       ON s.gpu = k.gpu AND s.kernel_id = k.kernel_id
@@ -90,12 +104,25 @@ WITH limits AS (
     SELECT * FROM timeline_gemms
     UNION ALL
     SELECT * FROM ncu_gemms
+), executed AS (
+    -- tiles executed per launch for timeline rows: ncu launches of the same kernel, grid, block and shape
+    SELECT gpu, kernel_id, grid_size, block_size, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
+           avg(tensor_flops) AS executed_flops
+    FROM kernels
+    WHERE flops_source = 'ncu tensor counters' AND gemm_m IS NOT NULL
+    GROUP BY gpu, kernel_id, grid_size, block_size, gemm_m, gemm_n, gemm_k, gemm_batch
 ), dtype_roofs AS (
     -- a roof for rows whose kernel has none (shapes borrowed onto CUDA-core counters): the GPU's roof of
     -- that dtype seen on other launches
     SELECT gpu, math_dtype, median(peak_flops_per_s) AS peak_flops_per_s
     FROM gemm_launches
     WHERE peak_flops_per_s IS NOT NULL
+    GROUP BY gpu, math_dtype
+), datasheet_roofs AS (
+    -- the published roof of the dtype on that GPU for rows whose kernel has none (as dtype_roofs)
+    SELECT gpu, math_dtype, median(datasheet_peak_flops_per_s) AS peak_flops_per_s
+    FROM gemm_launches
+    WHERE datasheet_peak_flops_per_s IS NOT NULL
     GROUP BY gpu, math_dtype
 ), grouped AS (
     SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
@@ -109,9 +136,21 @@ WITH limits AS (
            max(g.grid_size) AS grid_size,
            max(g.block_size) AS block_size,
            min(g.time_basis) AS time_basis,
-           min(g.shape_source) AS shape_source
+           min(g.shape_source) AS shape_source,
+           -- each peak basis over the launches that have it (FLOPs over peak-seconds, launch by launch)
+           sum(2.0 * g.m * g.n * g.k * g.batch / g.clock_peak_flops_per_s) AS clock_peak_s,
+           sum(CASE WHEN g.clock_peak_flops_per_s > 0 THEN g.duration_ns END) AS clock_peak_ns,
+           sum(2.0 * g.m * g.n * g.k * g.batch / coalesce(g.datasheet_peak_flops_per_s, d.peak_flops_per_s))
+               AS datasheet_peak_s,
+           sum(CASE WHEN coalesce(g.datasheet_peak_flops_per_s, d.peak_flops_per_s) > 0 THEN g.duration_ns END)
+               AS datasheet_peak_ns,
+           avg(coalesce(g.executed_flops, e.executed_flops)) AS executed_flops_per_launch
     FROM gemm_launches g
     LEFT JOIN dtype_roofs r ON r.gpu = g.gpu AND r.math_dtype = g.math_dtype
+    LEFT JOIN datasheet_roofs d ON d.gpu = g.gpu AND d.math_dtype = g.math_dtype
+    LEFT JOIN executed e
+      ON e.gpu = g.gpu AND e.kernel_id = g.kernel_id AND e.grid_size = g.grid_size AND e.block_size = g.block_size
+     AND e.m = g.m AND e.n = g.n AND e.k = g.k AND e.batch = g.batch
     GROUP BY g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id
 ), judged AS (
     SELECT g.*,
@@ -271,7 +310,12 @@ SELECT
     f.dram_floor_ns,
     f.compute_floor_ns,
     100.0 * f.compulsory_bytes_per_launch * f.launches / NULLIF(f.gpu_time_ns * 1e-9 * f.peak_dram_bytes_per_s, 0)
-        AS pct_of_dram_roof
+        AS pct_of_dram_roof,
+    f.flops_per_launch AS useful_flops_per_launch,
+    f.executed_flops_per_launch,
+    f.executed_flops_per_launch / NULLIF(f.flops_per_launch, 0) AS padding_factor,
+    100.0 * f.clock_peak_s / NULLIF(f.clock_peak_ns * 1e-9, 0) AS pct_of_peak_at_clock,
+    100.0 * f.datasheet_peak_s / NULLIF(f.datasheet_peak_ns * 1e-9, 0) AS pct_of_datasheet_peak
 FROM flagged f
 LEFT JOIN nearest n
   ON n.model = f.model AND n.gpu = f.gpu AND n.kernel_id = f.kernel_id

@@ -18,7 +18,19 @@
 -- only FLOPs are the CUDA-core ones (ncu ran without SpeedOfLight_HierarchicalTensorRooflineChart and
 -- no op shapes gave them), whose intensity and roofs would be those of its epilogue: left NULL. Kernel
 -- level: sums over the launches that have FLOPs, the roof of the identity's longest launch, and the
--- average of its launches' peaks. Rows come unordered: at 10,000 runs the launch level is ~1M rows, and
+-- average of its launches' peaks.
+-- Useful beside executed work: useful_flops is the op's math from its input shapes (kernels.useful_flops:
+-- 2·M·N·K, conv without channel padding, causal attention halved; else the same model's timeline launches
+-- of that kernel and launch shape, timeline_shape_flops); tensor_flops what the tensor counters executed
+-- (whole tiles, padded channels, masked blocks); padding_factor = tensor_flops / useful_flops over the
+-- launches that have both (1.0: nothing wasted; GPT-2's QKV GEMM 1.03, a C=3 patch conv ~11).
+-- pct_of_peak_at_clock and pct_of_datasheet_peak are on the useful basis (flops_basis 'useful' where
+-- useful_flops is known, else 'executed': the counted FLOPs, which equal the useful ones for CUDA-core
+-- code): 100 x FLOPs / duration / the roof's peak, the peak at the SM clock ncu measured
+-- (peak_flops_per_s) or the published one (kernels.datasheet_peak_flops_per_s, gpu_peaks.csv; they
+-- differ by 20-25 % on power-throttled GEMMs); executed_pct_of_peak_at_clock the same for tensor_flops.
+-- A tensor kernel whose tensor work was not counted (unplaced 'tensor-core work not counted') has none
+-- of them unless its useful FLOPs are known. pct_of_roof stays on the FLOPs the roofline places. Rows come unordered: at 10,000 runs the launch level is ~1M rows, and
 -- sorting them all took most of the view's time; add the ORDER BY your question needs.
 WITH borrowed AS (
     -- FLOPs of ncu launches without NVTX shapes (compiled_mlp), from the same model's timeline launches of
@@ -58,7 +70,11 @@ WITH borrowed AS (
                               CASE WHEN coalesce(s.flops_fp64, 0) > coalesce(s.flops_fp32, 0) + coalesce(s.flops_fp16, 0)
                                    THEN s.peak_fp64_flops_per_s ELSE s.peak_fp32_flops_per_s END) END AS peak_flops_per_s,
            s.peak_fp32_flops_per_s, s.peak_fp64_flops_per_s,
-           s.peak_dram_bytes_per_s, s.peak_l2_bytes_per_s, s.peak_l1_bytes_per_s
+           s.peak_dram_bytes_per_s, s.peak_l2_bytes_per_s, s.peak_l1_bytes_per_s,
+           coalesce(s.useful_flops, s.borrowed_flops) AS useful_flops,
+           CASE WHEN s.flops_source = 'ncu tensor counters' THEN s.tensor_flops END AS tensor_flops,
+           CASE WHEN s.use_borrowed THEN r.peak_flops_per_s ELSE s.datasheet_peak_flops_per_s END
+               AS datasheet_peak_flops_per_s
     FROM sourced s
     LEFT JOIN dtype_roofs r ON r.gpu = s.gpu AND r.math_dtype = s.borrowed_dtype
 ), named AS (
@@ -78,7 +94,13 @@ WITH borrowed AS (
            CASE WHEN NOT tensor_uncounted THEN l2_bytes END AS counted_l2_bytes,
            CASE WHEN NOT tensor_uncounted THEN l1_bytes END AS counted_l1_bytes,
            flops / NULLIF(duration_ns * 1e-9, 0) AS achieved_flops_per_s,
-           peak_flops_per_s, peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s
+           peak_flops_per_s, peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s,
+           useful_flops, tensor_flops,
+           -- the efficiency basis: useful FLOPs, else the counted ones unless they miss the tensor work
+           CASE WHEN useful_flops IS NOT NULL THEN 'useful' WHEN NOT tensor_uncounted AND flops IS NOT NULL
+                THEN 'executed' END AS flops_basis,
+           coalesce(useful_flops, CASE WHEN NOT tensor_uncounted THEN flops END) AS basis_flops,
+           datasheet_peak_flops_per_s
     FROM named
 ), identities AS (
     -- an identity is placed by its launches whose FLOPs were counted (a GEMM profiled with and
@@ -100,13 +122,50 @@ WITH borrowed AS (
            coalesce(avg(CASE WHEN NOT tensor_uncounted THEN peak_flops_per_s END), avg(peak_flops_per_s))
                AS peak_flops_per_s,
            avg(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s,
-           avg(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s, avg(peak_l1_bytes_per_s) AS peak_l1_bytes_per_s
+           avg(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s, avg(peak_l1_bytes_per_s) AS peak_l1_bytes_per_s,
+           sum(useful_flops) AS useful_flops, sum(tensor_flops) AS tensor_flops,
+           CASE WHEN count(useful_flops) = count(*) THEN 'useful' WHEN count(useful_flops) > 0 THEN 'useful + executed'
+                WHEN count(basis_flops) > 0 THEN 'executed' END AS flops_basis,
+           sum(basis_flops) AS basis_flops,
+           avg(datasheet_peak_flops_per_s) AS datasheet_peak_flops_per_s,
+           -- the per-launch sums the two peak bases and the padding factor need (launches with both terms)
+           sum(basis_flops / peak_flops_per_s) AS basis_peak_s, sum(CASE WHEN basis_flops / peak_flops_per_s
+               IS NOT NULL THEN duration_ns END) AS basis_peak_ns,
+           sum(basis_flops / datasheet_peak_flops_per_s) AS basis_datasheet_s,
+           sum(CASE WHEN basis_flops / datasheet_peak_flops_per_s IS NOT NULL THEN duration_ns END) AS basis_datasheet_ns,
+           sum(tensor_flops / peak_flops_per_s) AS executed_peak_s,
+           sum(CASE WHEN tensor_flops / peak_flops_per_s IS NOT NULL THEN duration_ns END) AS executed_peak_ns,
+           sum(CASE WHEN useful_flops > 0 THEN tensor_flops END) AS padded_tensor_flops,
+           sum(CASE WHEN tensor_flops IS NOT NULL THEN useful_flops END) AS padded_useful_flops
     FROM (SELECT *, flops IS NOT NULL AND NOT tensor_uncounted AS counted FROM launch_rows) AS counted_launches
     GROUP BY gpu, kernel_id, library, op_class
+), launch_level AS (
+    SELECT *,
+           basis_flops / peak_flops_per_s AS basis_peak_s,
+           CASE WHEN basis_flops / peak_flops_per_s IS NOT NULL THEN duration_ns END AS basis_peak_ns,
+           basis_flops / datasheet_peak_flops_per_s AS basis_datasheet_s,
+           CASE WHEN basis_flops / datasheet_peak_flops_per_s IS NOT NULL THEN duration_ns END AS basis_datasheet_ns,
+           tensor_flops / peak_flops_per_s AS executed_peak_s,
+           CASE WHEN tensor_flops / peak_flops_per_s IS NOT NULL THEN duration_ns END AS executed_peak_ns,
+           CASE WHEN useful_flops > 0 THEN tensor_flops END AS padded_tensor_flops,
+           CASE WHEN tensor_flops IS NOT NULL THEN useful_flops END AS padded_useful_flops
+    FROM launch_rows
 ), both_levels AS (
-    SELECT * FROM launch_rows
+    SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, math_dtype,
+           flops_source, roof, tensor_uncounted, launches, duration_ns, flops, dram_bytes, l2_bytes, l1_bytes,
+           counted_dram_bytes, counted_l2_bytes, counted_l1_bytes, achieved_flops_per_s, peak_flops_per_s,
+           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, useful_flops, tensor_flops,
+           flops_basis, basis_flops, datasheet_peak_flops_per_s, basis_peak_s, basis_peak_ns, basis_datasheet_s,
+           basis_datasheet_ns, executed_peak_s, executed_peak_ns, padded_tensor_flops, padded_useful_flops
+    FROM launch_level
     UNION ALL
-    SELECT * FROM identities
+    SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, math_dtype,
+           flops_source, roof, tensor_uncounted, launches, duration_ns, flops, dram_bytes, l2_bytes, l1_bytes,
+           counted_dram_bytes, counted_l2_bytes, counted_l1_bytes, achieved_flops_per_s, peak_flops_per_s,
+           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, useful_flops, tensor_flops,
+           flops_basis, basis_flops, datasheet_peak_flops_per_s, basis_peak_s, basis_peak_ns, basis_datasheet_s,
+           basis_datasheet_ns, executed_peak_s, executed_peak_ns, padded_tensor_flops, padded_useful_flops
+    FROM identities
 ), intensities AS (
     SELECT *,
            CASE WHEN NOT tensor_uncounted THEN flops / NULLIF(counted_dram_bytes, 0) END AS dram_intensity,
@@ -146,5 +205,11 @@ SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kerne
        roof_flops_per_s / NULLIF(achieved_flops_per_s, 0) AS headroom_x,
        CASE WHEN tensor_uncounted THEN 'tensor-core work not counted'
             WHEN flops IS NULL THEN 'no FLOP count'
-            WHEN flops = 0 THEN 'no floating-point work' END AS unplaced_reason
+            WHEN flops = 0 THEN 'no floating-point work' END AS unplaced_reason,
+       useful_flops, tensor_flops, padded_tensor_flops / NULLIF(padded_useful_flops, 0) AS padding_factor,
+       flops_basis,
+       100 * basis_peak_s / NULLIF(basis_peak_ns * 1e-9, 0) AS pct_of_peak_at_clock,
+       100 * basis_datasheet_s / NULLIF(basis_datasheet_ns * 1e-9, 0) AS pct_of_datasheet_peak,
+       100 * executed_peak_s / NULLIF(executed_peak_ns * 1e-9, 0) AS executed_pct_of_peak_at_clock,
+       datasheet_peak_flops_per_s
 FROM roofs
