@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,8 +17,22 @@ GOLDEN = Path(__file__).parent / "golden"
 EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 
 
+# How the tests' local Spark starts: the parity tests run ~100 small queries over a few MB, where the JVM's
+# optimising JIT, whole-stage code generation (Janino compiles each plan) and adaptive re-planning cost far
+# more CPU than they save (test_spark.py: ~130 CPU-s of the JVM without these, ~65 with). The SQL's meaning
+# is the same either way; a user's sessions keep Spark's defaults (kwarehouse.spark.LOCAL_CONF).
+TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'"
+                          " --conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN"
+                          " --conf spark.sql.adaptive.enabled=false pyspark-shell")
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.csv")
+
+
+def pytest_configure(config):
+    # before any test starts the JVM (pyspark reads it then); a developer's own setting wins
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", TEST_SPARK_SUBMIT_ARGS)
 
 
 def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:
@@ -45,6 +60,18 @@ def postgres_server(tmp_path_factory):
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark for the whole session (its JVM takes ~5 CPU-s to start), or a skip without pyspark or Java."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java 17 (Debian: openjdk-17-jre-headless)")
+    from kwarehouse import spark as kspark
+    session = kspark.local_session(cores=2, app_name="kwh-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

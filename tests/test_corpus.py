@@ -100,13 +100,10 @@ def test_the_report_renders_from_the_whole_corpus(tmp_path, warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_fanned_out_equals_one_process(tmp_path):
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17")
     from conftest import warehouse_rows
-    from kwarehouse import fanout, spark
+    from kwarehouse import fanout
     from kwarehouse.store import Warehouse
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -116,7 +113,7 @@ def test_whole_corpus_fanned_out_equals_one_process(tmp_path):
     assert pipeline.ingest([runs], local).failed == []
     expected = warehouse_rows(local)
     assert len(expected["kernels"]) == sum(EXPECTED.values())
-    for name, fan_out in [("spark", fanout.spark_tasks(spark.local_session(2))),
+    for name, fan_out in [("spark", fanout.spark_tasks(spark)),
                           ("processes", fanout.process_pool(2))]:
         fanned = Warehouse(tmp_path / name)
         assert pipeline.ingest([runs], fanned, fan_out=fan_out).failed == []
