@@ -19,11 +19,12 @@ EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 
 # How the tests' local Spark starts: the parity tests run ~100 small queries over a few MB, where the JVM's
 # optimising JIT, whole-stage code generation (Janino compiles each plan) and adaptive re-planning cost far
-# more CPU than they save (test_spark.py: ~130 CPU-s of the JVM without these, ~65 with). The SQL's meaning
-# is the same either way; a user's sessions keep Spark's defaults (kwarehouse.spark.LOCAL_CONF).
+# more CPU than they save, as do tasks: one partition per scan and per shuffle (test_spark.py: ~130 CPU-s of
+# the JVM without these, ~45 with). The SQL's meaning is the same either way; a user's sessions keep Spark's
+# defaults (kwarehouse.spark.LOCAL_CONF).
 TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'"
                           " --conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN"
-                          " --conf spark.sql.adaptive.enabled=false pyspark-shell")
+                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1 pyspark-shell")
 
 
 def pytest_addoption(parser):
@@ -71,6 +72,8 @@ def spark():
     from kwarehouse import spark as kspark
     session = kspark.local_session(cores=2, app_name="kwh-tests")
     session.sparkContext.setLogLevel("ERROR")
+    # LOCAL_CONF's 4 would win over PYSPARK_SUBMIT_ARGS: set on the shared session (newSession()s keep 4)
+    session.conf.set("spark.sql.shuffle.partitions", "1")
     yield session
 
 
