@@ -77,14 +77,20 @@ def spark():
     yield session
 
 
+def warehouse_on(backend: str, root: Path, request) -> Warehouse:
+    """A new warehouse at root whose catalog is catalog.sqlite in it ("sqlite") or a fresh database
+    on the test PostgreSQL server ("postgresql")."""
+    if backend == "sqlite":
+        return Warehouse(root)
+    return Warehouse(root, request.getfixturevalue("postgres_server").new_database())
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def new_warehouse(request, tmp_path):
     """Makes warehouses under tmp_path with each catalog backend in turn: catalog.sqlite in the
     warehouse, or a fresh database on the test PostgreSQL server."""
     def make(name: str = "wh") -> Warehouse:
-        if request.param == "sqlite":
-            return Warehouse(tmp_path / name)
-        return Warehouse(tmp_path / name, request.getfixturevalue("postgres_server").new_database())
+        return warehouse_on(request.param, tmp_path / name, request)
     return make
 
 
