@@ -119,6 +119,17 @@ def ingested(pristine_warehouse, tmp_path) -> Warehouse:
     return warehouse
 
 
+@pytest.fixture(scope="session")
+def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
+    """The warehouse of `ingested`, one copy for the whole session: only for tests that just query it
+    (the golden views and the queries/ files), which would otherwise each copy and republish it."""
+    root = tmp_path_factory.mktemp("read-only") / "wh"
+    shutil.copytree(pristine_warehouse, root)
+    warehouse = Warehouse(root)
+    warehouse.refresh_duckdb()
+    return warehouse
+
+
 def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:
     """Every row of every table, sorted, as text: two warehouses holding the same data compare equal
     (ingested_at, the wall-clock time of the ingest, is left out)."""
