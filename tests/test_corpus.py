@@ -29,7 +29,9 @@ def corpus_runs(tmp_path_factory) -> Path:
     return runs
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+# The corpus checks are about the views and the report, not the catalog: the PostgreSQL catalog's own
+# tests ingest the test exports (tests/data) through it, so its corpus variants are left to -m slow.
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def corpus_warehouse(request, corpus_runs, tmp_path_factory) -> Warehouse:
     """The whole corpus ingested once per catalog backend; the tests given it only read it."""
     warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"corpus-{request.param}") / "wh", request)
