@@ -31,7 +31,7 @@ CLI start-up and one view end to end (median of 5 fresh processes each, on the c
 computing the same rows from the same Parquet files and the view's own SQL run by DuckDB directly over
 them (both print CSV too; the row counts are checked equal).
 
-Query latency is the median of 5 runs of every view, queries/ file and the gpu_peaks table, warm (same connection) and
+Query latency is the median of 5 runs (--query-repeat) of every view, queries/ file and the gpu_peaks table, warm (same connection) and
 cold (a fresh connection). Each result is fetched whole as an Arrow table: the per-launch views
 return a row per launch, and as Python tuples 1.1M rows at 10,000 runs would time the tuple
 building. Queries run on the warehouse as ingested (one file per run and table; up to
@@ -265,7 +265,7 @@ for name, text in sql.items():
     started = time.perf_counter(); con = warehouse.connect(); con.execute("SET enable_progress_bar = false")
     con.sql(text).to_arrow_table(); cold = time.perf_counter() - started
     warm = []
-    for _ in range(5):
+    for _ in range(int(sys.argv[3])):
         started = time.perf_counter(); con.sql(text).to_arrow_table(); warm.append(time.perf_counter() - started)
     con.close()
     results[name] = (cold, statistics.median(warm))
@@ -362,12 +362,12 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
             shutil.rmtree(leftover)
         return row
     if size <= limits.uncompacted_max:
-        seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+        seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"), str(limits.query_repeat))
         row["queries_as_ingested"] = _json_line(out)
         row["query_peak_mb_as_ingested"] = peak
     seconds, peak, out, _ = child(COMPACT, str(work / f"wh{size}"))
     row["compact"] = (seconds, peak)
-    seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"))
+    seconds, peak, out, _ = child(QUERIES, str(work / f"wh{size}"), str(ROOT / "queries"), str(limits.query_repeat))
     row["queries"] = _json_line(out)
     row["query_peak_mb"] = peak
     row["cli"] = cli_times(work / f"wh{size}", work, limits.cli_repeat)
@@ -614,6 +614,8 @@ def main() -> None:
                         help="time the ingests and the CLI (on the warehouse as ingested), no compaction or query latency")
     parser.add_argument("--repeat-max", type=int, default=100, help="repeat only fleets of up to this many runs")
     parser.add_argument("--cli-repeat", type=int, default=5, help="fresh processes per CLI command timed (median)")
+    parser.add_argument("--query-repeat", type=int, default=5,
+                        help="warm runs per view and query timed on DuckDB (median; the test suite's smoke run uses 1)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     args.baselines = set(args.baselines.split(","))

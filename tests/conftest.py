@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,8 +17,23 @@ GOLDEN = Path(__file__).parent / "golden"
 EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 
 
+# How the tests' local Spark starts: the parity tests run ~100 small queries over a few MB, where the JVM's
+# optimising JIT, whole-stage code generation (Janino compiles each plan) and adaptive re-planning cost far
+# more CPU than they save, as do tasks: one partition per scan and per shuffle (test_spark.py: ~130 CPU-s of
+# the JVM without these, ~45 with). The SQL's meaning is the same either way; a user's sessions keep Spark's
+# defaults (kwarehouse.spark.LOCAL_CONF).
+TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'"
+                          " --conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN"
+                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1 pyspark-shell")
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.csv")
+
+
+def pytest_configure(config):
+    # before any test starts the JVM (pyspark reads it then); a developer's own setting wins
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", TEST_SPARK_SUBMIT_ARGS)
 
 
 def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:
@@ -47,14 +63,34 @@ def postgres_server(tmp_path_factory):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark for the whole session (its JVM takes ~5 CPU-s to start), or a skip without pyspark or Java."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java 17 (Debian: openjdk-17-jre-headless)")
+    from kwarehouse import spark as kspark
+    session = kspark.local_session(cores=2, app_name="kwh-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    # LOCAL_CONF's 4 would win over PYSPARK_SUBMIT_ARGS: set on the shared session (newSession()s keep 4)
+    session.conf.set("spark.sql.shuffle.partitions", "1")
+    yield session
+
+
+def warehouse_on(backend: str, root: Path, request) -> Warehouse:
+    """A new warehouse at root whose catalog is catalog.sqlite in it ("sqlite") or a fresh database
+    on the test PostgreSQL server ("postgresql")."""
+    if backend == "sqlite":
+        return Warehouse(root)
+    return Warehouse(root, request.getfixturevalue("postgres_server").new_database())
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def new_warehouse(request, tmp_path):
     """Makes warehouses under tmp_path with each catalog backend in turn: catalog.sqlite in the
     warehouse, or a fresh database on the test PostgreSQL server."""
     def make(name: str = "wh") -> Warehouse:
-        if request.param == "sqlite":
-            return Warehouse(tmp_path / name)
-        return Warehouse(tmp_path / name, request.getfixturevalue("postgres_server").new_database())
+        return warehouse_on(request.param, tmp_path / name, request)
     return make
 
 
@@ -80,6 +116,17 @@ def ingested(pristine_warehouse, tmp_path) -> Warehouse:
     shutil.copytree(pristine_warehouse, root)
     warehouse = Warehouse(root)
     warehouse.refresh_duckdb()   # its views name the files of the copy
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
+    """The warehouse of `ingested`, one copy for the whole session: only for tests that just query it
+    (the golden views and the queries/ files), which would otherwise each copy and republish it."""
+    root = tmp_path_factory.mktemp("read-only") / "wh"
+    shutil.copytree(pristine_warehouse, root)
+    warehouse = Warehouse(root)
+    warehouse.refresh_duckdb()
     return warehouse
 
 

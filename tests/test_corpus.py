@@ -4,28 +4,44 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from conftest import warehouse_on
 from kwarehouse import pipeline, views
 from kwarehouse.normalize import identity
+from kwarehouse.store import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
 EXPECTED = {"gpt2": 110, "gpt2_train": 110, "llama": 110, "resnet18": 110, "custom_cupy": 4, "compiled_mlp": 11}
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_one_run_per_report(tmp_path, warehouse, golden):
-    runs = tmp_path / "runs"
+@pytest.fixture(scope="module")
+def corpus_runs(tmp_path_factory) -> Path:
+    """The corpus's reports, extracted once for this module's tests (which only read them)."""
+    runs = tmp_path_factory.mktemp("corpus") / "runs"
     runs.mkdir()
     for tarball in sorted(CORPUS.glob("*.tar.xz")):
         subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
-    report = pipeline.ingest([runs], warehouse)
-    assert report.failed == []
+    return runs
+
+
+# The corpus checks are about the views and the report, not the catalog: the PostgreSQL catalog's own
+# tests ingest the test exports (tests/data) through it, so its corpus variants are left to -m slow.
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def corpus_warehouse(request, corpus_runs, tmp_path_factory) -> Warehouse:
+    """The whole corpus ingested once per catalog backend; the tests given it only read it."""
+    warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"corpus-{request.param}") / "wh", request)
+    assert pipeline.ingest([corpus_runs], warehouse).failed == []
+    return warehouse
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
+def test_whole_corpus_one_run_per_report(corpus_runs, corpus_warehouse, golden):
+    runs, warehouse = corpus_runs, corpus_warehouse
     con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
     assert dict(con.execute("select model, count(*) from kernels group by 1").fetchall()) == EXPECTED
     assert sorted(con.execute("select model, tool, count(*) from runs group by all").fetchall()) == sorted(
@@ -86,37 +102,25 @@ def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_the_report_renders_from_the_whole_corpus(tmp_path, warehouse):
+def test_the_report_renders_from_the_whole_corpus(corpus_warehouse):
     from kwarehouse import report
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for tarball in sorted(CORPUS.glob("*.tar.xz")):
-        subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
-    assert pipeline.ingest([runs], warehouse).failed == []
-    text = report.build(warehouse)
+    text = report.build(corpus_warehouse)
     for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
                   "Warp stall breakdown per op class", "Bottleneck class", "Design signals"):
         assert f"<h2>{title}" in text, title
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_fanned_out_equals_one_process(tmp_path):
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17")
     from conftest import warehouse_rows
-    from kwarehouse import fanout, spark
-    from kwarehouse.store import Warehouse
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for tarball in sorted(CORPUS.glob("*.tar.xz")):
-        subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
+    from kwarehouse import fanout
+    runs = corpus_runs
     local = Warehouse(tmp_path / "local")
     assert pipeline.ingest([runs], local).failed == []
     expected = warehouse_rows(local)
     assert len(expected["kernels"]) == sum(EXPECTED.values())
-    for name, fan_out in [("spark", fanout.spark_tasks(spark.local_session(2))),
+    for name, fan_out in [("spark", fanout.spark_tasks(spark)),
                           ("processes", fanout.process_pool(2))]:
         fanned = Warehouse(tmp_path / name)
         assert pipeline.ingest([runs], fanned, fan_out=fan_out).failed == []

@@ -449,6 +449,20 @@ def test_a_writer_waiting_for_a_lock_says_for_whom_and_honours_wait(tmp_path):
     assert len(warehouse.runs()) == 1
 
 
+def _proc_text(pid: int, name: str) -> str:
+    """/proc/<pid>/<name>, or "" once the process is gone (it may exit between listing and reading)."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running, not gone or a zombie."""
+    fields = _proc_text(pid, "stat").rsplit(")", 1)
+    return len(fields) == 2 and fields[1].split()[:1] != ["Z"]
+
+
 def _children(pid: int) -> set[int]:
     found = set()
     for entry in Path("/proc").iterdir():
@@ -474,20 +488,16 @@ def test_jobs_workers_die_with_a_killed_driver(tmp_path):
     deadline = time.monotonic() + 60
     workers: set[int] = set()
     while len(workers) < 2 and time.monotonic() < deadline and driver.poll() is None:
-        workers = {p for p in _children(driver.pid)
-                   if "spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")}
+        workers = {p for p in _children(driver.pid) if "spawn_main" in _proc_text(p, "cmdline")}
         time.sleep(0.05)
     if driver.poll() is not None:
         pytest.skip("the ingest finished before its workers could be seen")
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2:3]
-              for p in workers) and time.monotonic() < deadline:
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    alive = [p for p in workers if Path(f"/proc/{p}").exists()
-             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
-    assert workers and alive == []
+    assert workers and [p for p in workers if _alive(p)] == []
 
 
 def _read_only_bind(source: Path, target: Path) -> bool:

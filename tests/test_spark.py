@@ -29,16 +29,6 @@ needs_spark = pytest.mark.skipif(not _java(), reason="Spark needs Java 17 (Debia
 
 
 @pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    if not _java():
-        pytest.skip("Spark needs Java 17 (Debian: openjdk-17-jre-headless)")
-    session = kspark.local_session(cores=2, app_name="kwh-tests")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-
-
-@pytest.fixture(scope="module")
 def registered(spark, pristine_warehouse, tmp_path_factory):
     """Every test export plus the daily rollups, registered in `spark`."""
     root = tmp_path_factory.mktemp("spark") / "wh"

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DATA, rows
+from conftest import DATA, rows, warehouse_on
 
 from kwarehouse import pipeline
 from kwarehouse.store import Warehouse
@@ -160,8 +160,12 @@ def test_top_rules_keeps_global_and_local_speedups_apart(fixture_warehouse):
     assert high["global_estimates"] == 0 and high["local_estimates"] > 0 and high["est_saved_us"] is None
 
 
+# verdicts are views over the Parquet files: the catalog's backend does not change them (its own tests ingest
+# through PostgreSQL), so the PostgreSQL variant of this 6 CPU-s check is left to -m slow
 @pytest.mark.skipif(not all(p.is_dir() for p in CORPORA.values()), reason="../shared/corpus not present")
-def test_corpus_verdicts_and_agreement_with_ncu(tmp_path, warehouse):
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def test_corpus_verdicts_and_agreement_with_ncu(tmp_path, backend, request):
+    warehouse = warehouse_on(backend, tmp_path / "wh", request)
     for name, folder in CORPORA.items():
         target = tmp_path / name
         target.mkdir()

@@ -43,8 +43,8 @@ def test_every_view_has_a_description_and_compiles(ingested):
 
 
 @pytest.mark.parametrize("name", sorted(views.all_views()))
-def test_view_golden(ingested, golden, name):
-    con = ingested.connect()
+def test_view_golden(ingested_read_only, golden, name):
+    con = ingested_read_only.connect()
     columns = [d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description]
     # run ids hash the export folder's absolute path, which differs between clones; a run without a
     # manifest date has its ingest day (rank_balance.run_day); borrowed_from_run is a run id too
