@@ -320,7 +320,11 @@ def _connect(args: WarehouseArgs):
         return con
     warehouse = args.open()
     _require_warehouse(warehouse)
-    return warehouse.connect()
+    con = warehouse.connect()
+    copy = warehouse.copy_problem()
+    if copy:
+        click.echo(f"kwh: warning: {copy}", err=True)
+    return con
 
 
 def _run_sql(con, query: str):
@@ -732,8 +736,10 @@ def nightly(warehouse: Warehouse, drop, settle):
                                              "(and say which sources to ingest again). Never deletes unknown files.")
 @click.option("--quick", is_flag=True, help="Read each Parquet file's footer only, not every page (faster on "
                                             "large warehouses; misses damaged data pages).")
+@click.option("--force", is_flag=True, help="With --repair: take out runs whose files are lost here even while "
+                                            "another folder of the same catalog (a copy) may hold them.")
 @pass_warehouse
-def check(warehouse: Warehouse, repair, quick):
+def check(warehouse: Warehouse, repair, quick, force):
     """Check that the catalog, the Parquet files and warehouse.duckdb agree; one line per problem.
 
     Exit status 1 when a problem remains.
@@ -745,7 +751,7 @@ def check(warehouse: Warehouse, repair, quick):
     """
     from kwarehouse import check as check_lib
     _require_warehouse(warehouse)
-    report = check_lib.check(warehouse, repair=repair, quick=quick)
+    report = check_lib.check(warehouse, repair=repair, quick=quick, force=force)
     for line in report.repaired:
         click.echo(f"Repaired: {line}")
     for line in report.notes:
