@@ -100,3 +100,116 @@ def test_a_copy_beside_its_live_original_is_refused_before_it_writes(postgres_se
     assert cli(original, url, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
     assert cli(original, url, "check", "--repair").exit_code == 0
     assert files < parquet_files(original) and len(run_ids(original, url)) == 2
+
+
+def test_a_refused_copy_detaches_into_a_catalog_of_its_own_with_the_runs_it_has(postgres_server, tmp_path,
+                                                                                 monkeypatch):
+    url = postgres_server.new_database()
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original, url))
+    copy = copy_folder(original, tmp_path / "b")
+    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
+    pipeline.ingest([VECADD], Warehouse(copy, url), model="vecadd")       # the copy is the warehouse now
+    monkeypatch.undo()
+    shared = run_ids(copy, url)
+    detached = cli(original, url, "detach")
+    assert detached.exit_code == 0, detached.output
+    assert "Note: left out run" in detached.output and "1 run(s) in its own catalog" in detached.output
+    assert (original / "catalog.sqlite").exists()
+    assert run_ids(original, None) == [r for r in shared if r != run_ids_of_model(copy, url, "vecadd")]
+    # a warehouse of its own now: it writes without the shared catalog, which it no longer opens
+    assert cli(original, None, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+    assert cli(original, None, "check").exit_code == 0 and len(run_ids(original, None)) == 2
+    wrong = cli(original, url, "sql", "SELECT 1")
+    assert wrong.exit_code == 1 and "belongs to another warehouse" in one_error_line(wrong)
+    # the shared catalog and its folder are as they were
+    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
+    assert run_ids(copy, url) == shared and cli(copy, url, "check").exit_code == 0
+
+
+def run_ids_of_model(root: Path, catalog_url: str, model: str) -> str:
+    [run_id] = [r for r, m, _ in Warehouse(root, catalog_url).runs() if m == model]
+    return run_id
+
+
+def test_detach_to_a_new_postgresql_database(postgres_server, tmp_path):
+    url, new = postgres_server.new_database(), postgres_server.new_database()
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original, url))
+    copy = copy_folder(original, tmp_path / "b")
+    busy = cli(copy, url, "detach", "--new-catalog", url)
+    assert busy.exit_code == 1 and "not an empty database" in one_error_line(busy)
+    detached = cli(copy, url, "detach", "--new-catalog", new)
+    assert detached.exit_code == 0 and "1 run(s) in its own catalog" in detached.output, detached.output
+    assert not (copy / "catalog.sqlite").exists()
+    for root, catalog_url in ((copy, new), (original, url)):     # both write, neither refused
+        assert cli(root, catalog_url, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+        assert cli(root, catalog_url, "check", "--repair").exit_code == 0
+        assert len(run_ids(root, catalog_url)) == 2
+    assert catalog.read_folder_id(copy) != catalog.read_folder_id(original)      # two warehouses now
+
+
+def test_a_moved_folder_writes_on_and_attach_moved_makes_a_copy_the_warehouse(postgres_server, tmp_path):
+    url = postgres_server.new_database()
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original, url))
+    # mv: the registered folder is gone, the seal matches: the moved folder is the warehouse
+    moved = tmp_path / "moved"
+    original.rename(moved)
+    assert cli(moved, url, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+    # one folder under two paths (a symlink, a bind mount, an NFS mount point) is no copy
+    alias = tmp_path / "alias"
+    alias.symlink_to(moved)
+    assert cli(alias, url, "ingest", str(DATA / "torch-trace-gpt2")).exit_code == 0
+    assert cli(moved, url, "check", "--repair").exit_code == 0 and len(run_ids(moved, url)) == 3
+    # a copy beside it is refused until it says it is the warehouse
+    copy = copy_folder(moved, tmp_path / "b")
+    assert cli(copy, url, "compact").exit_code == 1
+    attached = cli(copy, url, "attach")
+    assert attached.exit_code == 2 and "kwh attach --moved" in attached.output
+    attached = cli(copy, url, "attach", "--moved")
+    assert attached.exit_code == 0 and f"{moved} is refused from now on" in attached.output, attached.output
+    assert cli(copy, url, "compact").exit_code == 0
+    refused = cli(moved, url, "ingest", str(GPT2))
+    assert refused.exit_code == 1 and f"{moved} is a copy of the warehouse" in one_error_line(refused)
+    # the displaced folder may hold what the copy lacks: repair keeps those runs without --force
+    lost = next(p for p in parquet_files(copy) if "gpu=NVIDIA GeForce GTX 1080" in str(p))
+    lost.unlink()
+    (copy / store.FILES / lost.relative_to(copy)).unlink()
+    kept = cli(copy, url, "check", "--repair")
+    assert kept.exit_code == 1 and len(run_ids(copy, url)) == 3, kept.output
+    assert f"another folder of this catalog may hold them ({moved} (displaced" in kept.output, kept.output
+    assert "kwh check --repair --force" in kept.output
+    forced = cli(copy, url, "check", "--repair", "--force")
+    assert forced.exit_code == 0 and "ingest its sources again" in forced.output, forced.output
+    assert len(run_ids(copy, url)) == 2
+    # once the displaced folder is gone, no --force is needed
+    (copy / store.FILES / next(iter(parquet_files(copy))).relative_to(copy)).unlink()
+    next(iter(parquet_files(copy))).unlink()
+    subprocess.run(["rm", "-r", str(moved)], check=True)
+    assert cli(copy, url, "check", "--repair").exit_code == 0 and len(run_ids(copy, url)) == 1
+
+
+def test_a_copy_that_took_its_catalog_sqlite_along_is_a_warehouse_of_its_own(tmp_path):
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original))
+    copy = copy_folder(original, tmp_path / "b")
+    assert cli(copy, None, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+    assert cli(original, None, "ingest", str(DATA / "torch-trace-gpt2")).exit_code == 0
+    for root in (original, copy):
+        assert cli(root, None, "check", "--repair").exit_code == 0 and len(run_ids(root, None)) == 2
+    assert not (original / catalog.SEAL_FILE).exists()
+    detach = cli(copy, None, "detach")
+    assert detach.exit_code == 1 and "is in the folder already" in one_error_line(detach)
+
+
+def test_a_sqlite_catalog_outside_the_folder_is_shared_like_postgresql(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original, url))
+    copy = copy_folder(original, tmp_path / "b")
+    refused = cli(copy, url, "ingest", str(VECADD), "--model", "vecadd")
+    assert refused.exit_code == 1 and f"{copy} is a copy of the warehouse at {original}" in one_error_line(refused)
+    assert cli(copy, url, "detach").exit_code == 0
+    assert cli(copy, None, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+    assert len(run_ids(copy, None)) == 2 and len(run_ids(original, url)) == 1

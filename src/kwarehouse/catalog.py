@@ -144,6 +144,11 @@ catalog_folders = sa.Table(
 )
 
 
+def tables() -> list[sa.Table]:
+    """Every catalog table, each after the tables it refers to (kwh detach copies them in this order)."""
+    return list(_meta.sorted_tables)
+
+
 def engine_url(url: str) -> str:
     """postgresql://... uses the psycopg (3) driver unless the URL names one."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):
@@ -400,7 +405,9 @@ def claim_folder(engine: sa.Engine, root: Path, where: str) -> None:
         _serialize(con)
         problem = copy_problem(con, root, where)
         if problem:
-            _record(con, root, "copy")
+            displaced = con.execute(sa.select(catalog_folders.c.role).where(
+                catalog_folders.c.host == host_name(), catalog_folders.c.path == str(root))).scalar() == "displaced"
+            _record(con, root, "displaced" if displaced else "copy")
         else:
             current = [r for r in _folders(con) if r.role == "current"]
             seal = uuid.uuid4().hex

@@ -766,6 +766,58 @@ def check(warehouse: Warehouse, repair, quick, force):
 
 @main.command()
 @warehouse_options
+@click.option("--new-catalog", metavar="URL", help="An empty database for the folder's own catalog "
+                                                   "(default: catalog.sqlite in the folder).")
+@pass_warehouse
+def detach(warehouse: Warehouse, new_catalog):
+    """Give a copy of a warehouse folder (one kwh refuses to write) a catalog of its own, holding the
+    runs whose files it has; the shared catalog and the other folder are left as they are.
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh-copy --catalog postgresql://db/kwh detach
+      kwh -w /data/kwh-copy --catalog postgresql://db/kwh detach --new-catalog postgresql://db/kwh_copy
+    """
+    from kwarehouse import copies
+    _require_warehouse(warehouse)
+    done = copies.detach(warehouse, new_catalog)
+    for run_id, path in sorted(done.left_out.items()):
+        click.echo(f"Note: left out run {run_id}: its file {path} is not in this folder; ingest its sources again "
+                   "to restore it")
+    if done.unknown_files:
+        click.echo(f"Note: {done.unknown_files} file(s) of the runs left out stay on disk, unknown to the new catalog")
+    if done.rollups_dropped:
+        click.echo("Note: the daily rollups were left out (not every run came along): run kwh rollup --full")
+    how = "pass --catalog with it from now on" if new_catalog else "use the folder without --catalog / KWH_CATALOG"
+    click.echo(f"detached {warehouse.root}: {done.runs} run(s) in its own catalog {done.catalog}; {how}")
+
+
+@main.command()
+@warehouse_options
+@click.option("--moved", is_flag=True, help="This folder is the warehouse (moved here, or the original beside a "
+                                            "stale copy); required.")
+@pass_warehouse
+def attach(warehouse: Warehouse, moved):
+    """Make this folder the one that writes its catalog, after kwh refused it as a copy of another
+    folder; that folder is then refused, and kwh check --repair asks for --force before taking out runs
+    whose files only it may have.
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh --catalog postgresql://db/kwh attach --moved
+    """
+    from kwarehouse import copies
+    if not moved:
+        raise click.UsageError("say what this folder is: kwh attach --moved (it is the warehouse); for a copy that "
+                               "should become a warehouse of its own, kwh detach")
+    _require_warehouse(warehouse)
+    displaced = copies.attach_moved(warehouse)
+    click.echo(f"attached {warehouse.root}: it writes the catalog {warehouse.catalog_name}"
+               + (f"; {displaced.path} is refused from now on (run kwh detach there to keep it)" if displaced else ""))
+
+
+@main.command()
+@warehouse_options
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="HTML file to write.")
 @click.option("--model", help="Only this model.")
 @click.option("--gpu", help="Only this GPU.")
