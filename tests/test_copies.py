@@ -213,3 +213,25 @@ def test_a_sqlite_catalog_outside_the_folder_is_shared_like_postgresql(tmp_path)
     assert cli(copy, url, "detach").exit_code == 0
     assert cli(copy, None, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
     assert len(run_ids(copy, None)) == 2 and len(run_ids(original, url)) == 1
+
+
+def test_a_writer_that_dies_between_the_folders_seal_and_the_catalogs_is_no_copy(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    original = tmp_path / "a"
+    pipeline.ingest([GPT2], Warehouse(original, url))
+    copy = copy_folder(original, tmp_path / "b")
+
+    write_seal = catalog._write_seal
+
+    def killed(*args):
+        write_seal(*args)
+        raise SystemExit("killed after the folder's seal was written")
+    monkeypatch.setattr(catalog, "_write_seal", killed)
+    result = cli(original, url, "ingest", str(VECADD), "--model", "vecadd")
+    assert result.exit_code != 0 and len(run_ids(original, url)) == 1
+    monkeypatch.undo()
+    # the folder's new seal never reached the catalog: its previous one still matches
+    assert cli(original, url, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
+    assert len(run_ids(original, url)) == 2
+    # and the copy, made before, stays a copy
+    assert cli(copy, url, "ingest", str(DATA / "torch-trace-gpt2")).exit_code == 1
