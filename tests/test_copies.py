@@ -136,12 +136,17 @@ def test_detach_to_a_new_postgresql_database(postgres_server, tmp_path):
     url, new = postgres_server.new_database(), postgres_server.new_database()
     original = tmp_path / "a"
     pipeline.ingest([GPT2], Warehouse(original, url))
+    assert cli(original, url, "rollup").exit_code == 0
+    rolled_up = rows(Warehouse(original, url), "SELECT count(*) FROM rollup_kernels_daily")
+    assert rolled_up[0][0] > 0
     copy = copy_folder(original, tmp_path / "b")
     busy = cli(copy, url, "detach", "--new-catalog", url)
     assert busy.exit_code == 1 and "not an empty database" in one_error_line(busy)
     detached = cli(copy, url, "detach", "--new-catalog", new)
     assert detached.exit_code == 0 and "1 run(s) in its own catalog" in detached.output, detached.output
     assert not (copy / "catalog.sqlite").exists()
+    assert cli(copy, new, "check").exit_code == 0        # every run came along, so did the rollups
+    assert rows(Warehouse(copy, new), "SELECT count(*) FROM rollup_kernels_daily") == rolled_up
     for root, catalog_url in ((copy, new), (original, url)):     # both write, neither refused
         assert cli(root, catalog_url, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
         assert cli(root, catalog_url, "check", "--repair").exit_code == 0
