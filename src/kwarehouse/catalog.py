@@ -346,7 +346,7 @@ def _write_seal(root: Path, seal: str, previous: str | None) -> None:
     partial = root / f".{SEAL_FILE}.{uuid.uuid4().hex[:8]}"
     partial.write_text(json.dumps({"seal": seal, "previous": previous, "written_at": now().isoformat(),
                                    "note": "which folder writes the warehouse's catalog: a copy of this folder "
-                                           "is refused once either folder writes (kwh detach)"}, indent=1)
+                                           "that shares the catalog is refused (kwh detach, kwh attach --moved)"}, indent=1)
                        + "\n", encoding="utf-8")
     os.replace(partial, path)
 
