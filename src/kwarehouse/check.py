@@ -15,7 +15,11 @@ What --repair does, problem by problem:
   out of the folder (its _files/ link keeps it for the grace period, as every writer does);
 - warehouse.duckdb missing, stale, damaged or with a WAL beside it: rebuilt (publish.py);
 - files in the table folders that the catalog does not know: reported, never touched (they may be
-  yours; kwh only writes files it records first).
+  yours; kwh only writes files it records first);
+- a copy of the folder that writes a catalog outside it (catalog.py): reported; its --repair is
+  refused (it would take out the runs the other folder wrote); and where another folder of the
+  catalog (a refused copy, a folder displaced by kwh attach --moved) may still exist, runs whose files
+  are lost here are kept and reported unless --force.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import duckdb
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import publish, schema, store
+from kwarehouse import catalog, publish, schema, store
 from kwarehouse.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
                                 catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.store import Warehouse
@@ -48,9 +52,11 @@ class CheckReport:
         return not self.problems
 
 
-def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> CheckReport:
+def check(warehouse: Warehouse, repair: bool = False, quick: bool = False, force: bool = False) -> CheckReport:
     """Check the warehouse (raises KwhError when its catalog is missing or another warehouse's).
-    quick: read only each Parquet file's footer, not every page."""
+    quick: read only each Parquet file's footer, not every page. force: with repair, take out runs
+    whose files are lost here even while another folder of the same catalog (a copy, a displaced
+    folder: catalog.other_folders) may hold them; without it they are kept and reported."""
     if repair:
         report = CheckReport()
         retired_in_folders = _retired_in_folders(warehouse) if warehouse.exists else []
@@ -62,6 +68,15 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
             for path in found.misplaced:
                 report.repaired.append(_relink(warehouse, path))
             damaged = found.damaged_runs
+            others = _other_folders(warehouse) if damaged and not force else []
+            if others:
+                # taking them out here would make the other folder's files garbage for its next writer
+                # (and leave them out of a kwh detach there)
+                held_back = (f"kept run(s) {', '.join(sorted(damaged))} although files of theirs are missing or "
+                             f"damaged here: another folder of this catalog may hold them "
+                             f"({'; '.join(map(str, others))}); copy the files back from there, or run kwh detach "
+                             "there first, or take the runs out with kwh check --repair --force")
+                damaged = set()
             if damaged:
                 sources = _sources_of(warehouse, damaged)
                 for path in found.corrupt:
@@ -82,6 +97,8 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False) -> Ch
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
         after = check(warehouse, quick=quick)
         after.repaired = report.repaired
+        if others:
+            after.problems.append(held_back)
         return after
     return _inspect(warehouse, quick)
 
@@ -110,6 +127,9 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         retired = set(con.execute(sa.select(catalog_retired.c.path)).scalars())
         intents = list(con.execute(sa.select(write_intents.c.path, write_intents.c.kind)))
     found.runs, found.files = len(run_ids), len(committed) + len(rollups)
+    copy = warehouse.copy_problem()
+    if copy:     # first: it explains the lines below (files the other folder wrote are missing here)
+        found.problems.append(copy)
     for path in sorted({**committed, **rollups}):
         target = warehouse.read_path(path)
         if not target.is_file():
@@ -221,6 +241,13 @@ def _retired_in_folders(warehouse: Warehouse, retired: set[str] | None = None) -
     root = warehouse.root
     return sorted(p for p in retired if (root / p).is_file() and not (root / p).is_symlink()
                   and (root / store.FILES / p).is_file())
+
+
+def _other_folders(warehouse: Warehouse) -> list:
+    if catalog.catalog_in_folder(warehouse.catalog_url, warehouse.root):
+        return []
+    with warehouse.reader.connect() as con:
+        return catalog.other_folders(con, warehouse.root)
 
 
 def _runs_note(runs: set[str] | None) -> str:

@@ -320,7 +320,11 @@ def _connect(args: WarehouseArgs):
         return con
     warehouse = args.open()
     _require_warehouse(warehouse)
-    return warehouse.connect()
+    con = warehouse.connect()
+    copy = warehouse.copy_problem()
+    if copy:
+        click.echo(f"kwh: warning: {copy}", err=True)
+    return con
 
 
 def _run_sql(con, query: str):
@@ -732,8 +736,10 @@ def nightly(warehouse: Warehouse, drop, settle):
                                              "(and say which sources to ingest again). Never deletes unknown files.")
 @click.option("--quick", is_flag=True, help="Read each Parquet file's footer only, not every page (faster on "
                                             "large warehouses; misses damaged data pages).")
+@click.option("--force", is_flag=True, help="With --repair: take out runs whose files are lost here even while "
+                                            "another folder of the same catalog (a copy) may hold them.")
 @pass_warehouse
-def check(warehouse: Warehouse, repair, quick):
+def check(warehouse: Warehouse, repair, quick, force):
     """Check that the catalog, the Parquet files and warehouse.duckdb agree; one line per problem.
 
     Exit status 1 when a problem remains.
@@ -745,7 +751,7 @@ def check(warehouse: Warehouse, repair, quick):
     """
     from kwarehouse import check as check_lib
     _require_warehouse(warehouse)
-    report = check_lib.check(warehouse, repair=repair, quick=quick)
+    report = check_lib.check(warehouse, repair=repair, quick=quick, force=force)
     for line in report.repaired:
         click.echo(f"Repaired: {line}")
     for line in report.notes:
@@ -756,6 +762,58 @@ def check(warehouse: Warehouse, repair, quick):
                f"{len(report.problems)} problem(s)" + ("" if report.ok or repair else "; kwh check --repair fixes what it can"))
     if not report.ok:
         sys.exit(1)
+
+
+@main.command()
+@warehouse_options
+@click.option("--new-catalog", metavar="URL", help="An empty database for the folder's own catalog "
+                                                   "(default: catalog.sqlite in the folder).")
+@pass_warehouse
+def detach(warehouse: Warehouse, new_catalog):
+    """Give a copy of a warehouse folder (one kwh refuses to write) a catalog of its own, holding the
+    runs whose files it has; the shared catalog and the other folder are left as they are.
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh-copy --catalog postgresql://db/kwh detach
+      kwh -w /data/kwh-copy --catalog postgresql://db/kwh detach --new-catalog postgresql://db/kwh_copy
+    """
+    from kwarehouse import copies
+    _require_warehouse(warehouse)
+    done = copies.detach(warehouse, new_catalog)
+    for run_id, path in sorted(done.left_out.items()):
+        click.echo(f"Note: left out run {run_id}: its file {path} is not in this folder; ingest its sources again "
+                   "to restore it")
+    if done.unknown_files:
+        click.echo(f"Note: {done.unknown_files} file(s) of the runs left out stay on disk, unknown to the new catalog")
+    if done.rollups_dropped:
+        click.echo("Note: the daily rollups were left out (not every run came along): run kwh rollup --full")
+    how = "pass --catalog with it from now on" if new_catalog else "use the folder without --catalog / KWH_CATALOG"
+    click.echo(f"detached {warehouse.root}: {done.runs} run(s) in its own catalog {done.catalog}; {how}")
+
+
+@main.command()
+@warehouse_options
+@click.option("--moved", is_flag=True, help="This folder is the warehouse (moved here, or the original beside a "
+                                            "stale copy); required.")
+@pass_warehouse
+def attach(warehouse: Warehouse, moved):
+    """Make this folder the one that writes its catalog, after kwh refused it as a copy of another
+    folder; that folder is then refused, and kwh check --repair asks for --force before taking out runs
+    whose files only it may have.
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh --catalog postgresql://db/kwh attach --moved
+    """
+    from kwarehouse import copies
+    if not moved:
+        raise click.UsageError("say what this folder is: kwh attach --moved (it is the warehouse); for a copy that "
+                               "should become a warehouse of its own, kwh detach")
+    _require_warehouse(warehouse)
+    displaced = copies.attach_moved(warehouse)
+    click.echo(f"attached {warehouse.root}: it writes the catalog {warehouse.catalog_name}"
+               + (f"; {displaced.path} is refused from now on (run kwh detach there to keep it)" if displaced else ""))
 
 
 @main.command()

@@ -439,6 +439,7 @@ class Warehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         with self._lock(".kwh.lock", "writer"):
             engine = self.engine
+            self.claim_folder()
             repairs = self.repair()
             missing = self.missing_files()
             if missing:
@@ -461,6 +462,23 @@ class Warehouse:
                 self.session_dir = None
                 with contextlib.suppress(Exception), engine.begin() as con:
                     con.execute(write_intents.delete().where(write_intents.c.path == session))
+
+    def claim_folder(self) -> None:
+        """Refuse to write from a copy of the folder that writes a catalog outside it (catalog.py says
+        how a copy is told apart); a catalog.sqlite inside the folder went along with any copy."""
+        if catalog.catalog_in_folder(self.catalog_url, self.root):
+            return
+        try:
+            catalog.claim_folder(self.engine, self.root, self.catalog_name)
+        except sa.exc.DatabaseError as exc:
+            raise _database_error(self.catalog_name, exc) from None
+
+    def copy_problem(self) -> str | None:
+        """Why this folder may not write its catalog (a copy of the folder that does), or None; reads only."""
+        if catalog.catalog_in_folder(self.catalog_url, self.root):
+            return None
+        with self._read() as con:
+            return catalog.copy_problem(con, self.root, self.catalog_name)
 
     def read_run(self, run_id: str) -> dict[str, pa.Table]:
         """The committed rows of one run, per table, partition columns included."""
@@ -882,8 +900,8 @@ class Warehouse:
         call this, so a moved warehouse opens in the DuckDB shell after any kwh command."""
         from kwarehouse import publish
         try:
-            if self.session_dir is not None or not publish.is_stale(self):
-                return
+            if self.session_dir is not None or not publish.is_stale(self) or self.copy_problem():
+                return      # a copy of the folder never writes the catalog it shares, readers' publishing included
             with open(self.root / ".kwh.lock", "a+") as lock:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
