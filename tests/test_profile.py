@@ -251,7 +251,9 @@ def test_dry_run_commands_per_preset(name, tmp_path):
 def test_dry_run_lists_the_discovery_pass(tmp_path):
     lines = _dry_run("-o", str(tmp_path), "--", *WORKLOAD)
     assert "torch_discovery.py --trace" in lines[0] and lines[0].endswith("--from-start -- examples/workloads/transformer_block.py")
-    assert "regex:<regex of the kernels discovery selects>" in lines[1]
+    # the plain timed run of the same command (the whole script: discovery records the whole run)
+    assert "timed_run.py --out" in lines[1] and lines[1].endswith("--whole -- examples/workloads/transformer_block.py")
+    assert "regex:<regex of the kernels discovery selects>" in lines[2]
     lines = _dry_run("-o", str(tmp_path), "--discovery", "ncu", "--clock-control", "none", "--", "./app", "--n", "3")
     assert lines[0].startswith("ncu --force-overwrite --export") and "--metrics gpu__time_duration.sum" in lines[0]
     assert "--clock-control none" in lines[0] and lines[0].endswith("./app --n 3")

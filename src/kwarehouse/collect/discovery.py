@@ -53,6 +53,12 @@ def torch_command(argv: list[str], trace: Path, from_start: bool, python: str | 
             "--", *rest]
 
 
+def wrapped_command(argv: list[str], wrapper: Path, flags: list[str], python: str | None = None) -> list[str]:
+    """A Python command run through one of kwh's wrapper scripts (timed_run.py) by the command's interpreter."""
+    interpreter, rest = (argv[0], argv[1:]) if _PYTHON.match(Path(argv[0]).name) else (python or sys.executable, argv)
+    return [interpreter, str(wrapper), *flags, "--", *rest]
+
+
 def ncu_durations_command(ncu: str, argv: list[str], report: Path, common: list[str]) -> list[str]:
     """One metric for every launch: the cheapest ncu pass that ranks kernels by time."""
     return [ncu, "--force-overwrite", "--export", str(report), "--metrics", "gpu__time_duration.sum", *common, *argv]
