@@ -101,10 +101,18 @@ def check_readable(path: Path) -> int:
         raise InputError(path, "not a regular file (a device, pipe or folder); give --discovery-from the trace.json, "
                          "ncu raw page or nsys kernel summary CSV a discovery pass wrote")
     if info.st_size > SIZE_LIMIT:
-        raise InputError(path, f"{info.st_size / 1e9:.1f} GB is more than kwh profile reads as a discovery output "
-                         f"({SIZE_LIMIT / 1e9:.1f} GB); trim it (profile fewer iterations or steps, or record a "
+        raise InputError(path, f"{_size(info.st_size)} is more than kwh profile reads as a discovery output "
+                         f"({_size(SIZE_LIMIT)}); trim it (profile fewer iterations or steps, or record a "
                          "cudaProfilerStart/Stop range with --no-profile-from-start) and select from that")
     return info.st_size
+
+
+def _size(size: int) -> str:
+    """
+    >>> _size(3_221_225_472), _size(2 << 30), _size(65536)
+    ('3.2 GB', '2.1 GB', '66 KB')
+    """
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} KB"
 
 
 def _bounded_lines(path: Path, handle) -> Iterator[str]:

@@ -131,7 +131,7 @@ class Result:
 
 def model_name(options: Options) -> str:
     """--model, else the script's or module's name (`examples/workloads/conv_net.py` -> conv_net)."""
-    if options.model:
+    if options.model is not None:
         return options.model
     argv = options.command
     rest = argv[1:] if discovery.is_python(argv) and not argv[0].endswith(".py") else argv
