@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kwarehouse import runmeta
 from kwarehouse.collect import discovery, environment, presets, selection
 from kwarehouse.errors import KwhError
 
@@ -143,9 +144,9 @@ def model_name(options: Options) -> str:
     return Path(argv[0]).stem
 
 
-# What a model name may hold: it names the run in the warehouse as given (a HuggingFace id keeps its `/`),
-# and the export files by file_stem.
-MODEL_NAME_LIMIT = 200
+# A model name names the run in the warehouse as given (a HuggingFace id keeps its `/`) and the export files
+# by file_stem, at most this long.
+MODEL_NAME_LIMIT = runmeta.MAX_NAME_CHARS
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
 # Python regex syntax that ncu's (Boost, Perl syntax) refuses: on the H100, ncu 2025.3.1 exited 1 with
@@ -193,12 +194,10 @@ def check_kernel_regex(regex: str, flag: str = "--kernel-regex") -> None:
 
 
 def check_model_name(model: str) -> str:
-    """The model name as given (it names the run: `meta-llama/Llama-3-8B` stays so in the manifest), or one
-    line saying why it cannot name one."""
-    if not model.strip() or _CONTROL.search(model) or len(model) > MODEL_NAME_LIMIT:
-        raise ProfileError(f"--model {model!r}: a model name is one line of 1 to {MODEL_NAME_LIMIT} characters "
-                           "without control characters; give e.g. --model meta-llama/Llama-3-8B")
-    return model
+    """The model name as given, without surrounding blanks (it names the run: `meta-llama/Llama-3-8B` stays so in
+    the manifest), or one line saying why it cannot name one: the rule kwh ingest applies to a manifest's model
+    (runmeta.check_name), checked before anything runs rather than after the profile."""
+    return runmeta.check_name("model", model, "--model")
 
 
 def file_stem(model: str) -> str:
