@@ -298,7 +298,8 @@ def read_ncu_durations(path: Path) -> list[tuple[str, int]]:
                 except (ValueError, OverflowError):
                     continue                                         # "n/a": a launch ncu could not time
         except csv.Error as exc:
-            raise InputError(path, f"not CSV ({exc}); expected ncu --csv --page raw output", line=rows.line_num) from None
+            raise InputError(path, f"not CSV ({exc}); expected ncu --csv --page raw output",
+                             line=rows.line_num) from None
     return launches
 
 

@@ -481,24 +481,29 @@ UNPROFILED_TIMING = "unprofiled-timing.json"       # OUT/, beside selection.json
 
 def _unprofiled_timing(options: Options, dirs: dict, progress: Callable[[str], None], notes: list[str],
                        state: _State) -> list[Step]:
-    """With a timeline discovery run here (TIMELINE_DISCOVERY), one plain run of the command, no profiler attached, timed by timed_run.py: the region between its
-    cudaProfilerStart/Stop calls (--no-profile-from-start: the region discovery's trace and the ncu pass
-    record) or, where discovery records the whole run, the whole script. A region's time goes into both
-    manifests as the tags launch_bound reads (unprofiled_seconds, unprofiled_iterations, profiled_iterations:
-    the same command, so the same iterations); a whole run's time includes the script's start-up (imports,
-    model loading), which the trace's GPU span leaves out, so it is recorded as unprofiled_command_seconds
-    only, never as the idle estimate's basis. The timing is a bonus: a run that fails is a note."""
+    """With a timeline discovery run here (TIMELINE_DISCOVERY) of a cudaProfilerStart/Stop region
+    (--no-profile-from-start), one plain run of the command, no profiler attached, timed by timed_run.py over the
+    same region. Its time goes into both manifests as the tags launch_bound reads (unprofiled_seconds,
+    unprofiled_iterations, profiled_iterations: the same command, so the same iterations) with unprofiled_timed
+    saying what was timed. Where discovery records the whole run there is no timing (a note says how to get one):
+    the whole script's time includes its start-up (imports, model loading), which the trace's GPU span leaves
+    out, so it could not bound the idle time, and an extra run of the command would be spent for nothing. Why a
+    plain run and not the workload's own iteration timing: workloads report none in any one form, and the plain
+    run times exactly the region the trace recorded. The timing is a bonus: a run that fails is a note."""
     if not options.unprofiled_timing:
+        return []
+    if _discovery_whole_run(options):
+        notes.append("no un-profiled timing: discovery recorded the whole run, whose wall time includes start-up; "
+                     "bracket the measured iterations with torch.cuda.profiler.start()/stop() and pass "
+                     "--no-profile-from-start for the idle estimate to use one (--no-unprofiled-timing silences this)")
         return []
     if not discovery.is_python(options.command):
         notes.append("no un-profiled timing: kwh times a Python command (timed_run.py patches its "
                      "torch/CuPy profiler start/stop); --no-unprofiled-timing silences this")
         return []
-    whole = _discovery_whole_run(options)
     timing = dirs["logs"].parent / UNPROFILED_TIMING
-    argv = discovery.wrapped_command(options.command, TIMER, ["--out", str(timing), "--whole" if whole else "--region"],
-                                     options.python)
-    step = Step("unprofiled-timing", argv)
+    step = Step("unprofiled-timing", discovery.wrapped_command(options.command, TIMER, ["--out", str(timing)],
+                                                               options.python))
     if options.dry_run:
         return [step]
     state.update(step.name)
@@ -516,24 +521,14 @@ def _unprofiled_timing(options: Options, dirs: dict, progress: Callable[[str], N
         notes.append("no un-profiled timing: the command never called torch.cuda.profiler.start()/stop() (or "
                      "CuPy's) in its plain run, so no region was timed")
         return [step]
+    tags = {"unprofiled_seconds": round(seconds, 6),
+            "unprofiled_timed": f"wall time between torch.cuda.profiler.start() and stop() ({measured.get('regions')} "
+                                "region(s), GPU synchronized at both ends) in one plain run of the same command without "
+                                "a profiler (kwh profile's timing run)"}
     iterations = options.metadata.get("iterations")
-    if whole:
-        tags = {"unprofiled_command_seconds": round(seconds, 6),
-                "unprofiled_timed": "wall time of the whole script in one plain run of the same command without a "
-                                    "profiler, GPU synchronized at its end (kwh profile's timing run); it includes "
-                                    "start-up, so the idle estimate does not use it"}
-        notes.append(f"un-profiled timing: the whole script took {seconds:.3f} s without a profiler; the idle "
-                     "estimate needs the timing of a cudaProfilerStart/Stop region (--no-profile-from-start) and "
-                     "keeps the profiled upper bound")
-    else:
-        regions = measured.get("regions")
-        tags = {"unprofiled_seconds": round(seconds, 6),
-                "unprofiled_timed": f"wall time between torch.cuda.profiler.start() and stop() ({regions} region(s), "
-                                    "GPU synchronized at both ends) in one plain run of the same command without a "
-                                    "profiler (kwh profile's timing run)"}
-        if iterations is not None:
-            tags |= {"unprofiled_iterations": iterations, "profiled_iterations": iterations}
-        progress(f"un-profiled: {seconds:.4f} s between cudaProfilerStart and cudaProfilerStop")
+    if iterations is not None:
+        tags |= {"unprofiled_iterations": iterations, "profiled_iterations": iterations}
+    progress(f"un-profiled: {seconds:.4f} s between cudaProfilerStart and cudaProfilerStop")
     state.update(step.name, **tags)
     state.write_discovery(**tags)
     return [step]

@@ -2,14 +2,13 @@
 un-profiled timing, which the launch_bound view compares with the trace's idle time). Executed as a
 file by the workload's own interpreter, like torch_discovery.py, so it imports nothing of kwarehouse:
 
-    python3 timed_run.py --out TIMING.json --region|--whole -- SCRIPT.py ARGS...
-    python3 timed_run.py --out TIMING.json --region|--whole -- -m MODULE ARGS...
+    python3 timed_run.py --out TIMING.json -- SCRIPT.py ARGS...
+    python3 timed_run.py --out TIMING.json -- -m MODULE ARGS...
 
---region times what `kwh profile --no-profile-from-start` profiles: the wall time between the script's
-torch.cuda.profiler.start() and stop() (or CuPy's cupy.cuda.profiler.start()/stop()), the GPU
-synchronized at both ends, summed over the regions. --whole times the script's whole run, from its first
-line to its end with the GPU synchronized (the interpreter's start and this file's imports left out).
-TIMING.json: {"mode", "seconds", "regions", "python_seconds"}; "seconds" is null when --region saw no region.
+It times what `kwh profile --no-profile-from-start` profiles: the wall time between the script's
+torch.cuda.profiler.start() and stop() (or CuPy's cupy.cuda.profiler.start()/stop()), the GPU synchronized
+at both ends, summed over the regions. TIMING.json: {"seconds", "regions", "script_seconds"} ("seconds"
+null when the script opened no region; script_seconds: its whole run, for the log).
 """
 
 import os
@@ -67,9 +66,6 @@ class _Regions:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--region", action="store_true")
-    mode.add_argument("--whole", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -79,14 +75,13 @@ def main() -> None:
         parser.error("no script or -m MODULE to run")
 
     regions = _Regions()
-    if args.region:
-        # the same calls ncu --profile-from-start off waits for; imported here only where installed
-        if importlib.util.find_spec("torch") is not None:
-            import torch.cuda.profiler
-            regions.patch(torch.cuda.profiler)
-        if importlib.util.find_spec("cupy") is not None:
-            import cupy.cuda.profiler
-            regions.patch(cupy.cuda.profiler)
+    # the same calls ncu --profile-from-start off waits for; patched only where installed
+    if importlib.util.find_spec("torch") is not None:
+        import torch.cuda.profiler
+        regions.patch(torch.cuda.profiler)
+    if importlib.util.find_spec("cupy") is not None:
+        import cupy.cuda.profiler
+        regions.patch(cupy.cuda.profiler)
     if command[0] == "-c":
         sys.argv = ["-c", *command[2:]]
         code = command[1]
@@ -106,11 +101,9 @@ def main() -> None:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         _synchronize()
-        whole = time.perf_counter() - began
-        timed = (regions.seconds if regions.regions else None) if args.region else whole
         with open(args.out, "w", encoding="utf-8") as out:
-            json.dump({"mode": "region" if args.region else "whole", "seconds": timed,
-                       "regions": regions.regions, "python_seconds": whole}, out)
+            json.dump({"seconds": regions.seconds if regions.regions else None, "regions": regions.regions,
+                       "script_seconds": time.perf_counter() - began}, out)
             out.write("\n")
     sys.exit(status)
 
