@@ -98,9 +98,10 @@ def _help() -> str:
 @click.option("--telemetry/--no-telemetry", default=True, show_default=True,
               help="NVML samples (nvml-samples.csv, needs pynvml) beside discovery and the ncu pass while they run.")
 @click.option("--unprofiled-timing/--no-unprofiled-timing", default=True, show_default=True,
-              help="One plain run of the command without a profiler, timed between its cudaProfilerStart/Stop "
-                   "(torch.cuda.profiler.start()/stop()), in the manifests as unprofiled_seconds: the idle-time "
-                   "estimate (launch_bound) then uses it instead of the profiled upper bound.")
+              help="With --no-profile-from-start: one plain run of the command without a profiler, timed between "
+                   "its cudaProfilerStart/Stop (torch.cuda.profiler.start()/stop()), in the manifests as "
+                   "unprofiled_seconds: the idle-time estimate (launch_bound) then uses it instead of the profiled "
+                   "upper bound.")
 @click.option("--ncu", "ncu", default="ncu", show_default=True, help="The ncu executable.")
 @click.option("--nsys", "nsys", default="nsys", show_default=True, help="The nsys executable.")
 @click.option("--dry-run", is_flag=True, help="Print every command; run nothing (no GPU needed).")
