@@ -77,6 +77,27 @@ def test_a_line_past_the_limit_is_one_line_not_a_traceback(tmp_path):
         assert _error("-o", str(tmp_path / "p"), "--discovery-from", str(polluted), "--", "./app") == f"Error: {expected}"
 
 
+def test_a_kernel_name_past_csvs_field_limit_in_an_nsys_summary_is_one_line(tmp_path):
+    real = DATA / "nsys-stats-rtx5090"
+    source = sorted(real.glob("*.csv"))[0]
+    text = source.read_text()
+    name = discovery.read_nsys_kernel_summary(source)[0][0]
+    polluted = tmp_path / "summary.csv"
+    polluted.write_text(text.replace(name, "x" * 200_000, 1))
+    assert _error("-o", str(tmp_path / "p"), "--discovery-from", str(polluted), "--", "./app") == (
+        f"Error: {polluted}: not CSV (field larger than field limit (131072)); expected an nsys cuda_gpu_kern_sum CSV")
+
+
+def test_an_event_past_the_limit_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(discovery, "EVENT_LIMIT", 4096)
+    monkeypatch.setattr(discovery, "READ_BYTES", 1024)
+    data = TINY_TRACE.read_bytes()
+    polluted = tmp_path / "trace.json"
+    polluted.write_bytes(data.replace(b'"ph": "X"', b'"ph": "X", "pad": "' + b"x" * 10_000 + b'"', 1))
+    with pytest.raises(InputError, match="one value is longer than 4,096 characters; not a PyTorch profiler trace"):
+        discovery.read_torch_trace(polluted)
+
+
 def test_a_cut_or_broken_trace_is_one_line(tmp_path):
     data = TINY_TRACE.read_bytes()
     path = tmp_path / "trace.json"
@@ -90,8 +111,11 @@ def test_a_cut_or_broken_trace_is_one_line(tmp_path):
         assert says in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_streamed_trace_reads_as_the_whole_file_did():
-    """The streamed reader gives each real trace's kernels exactly as json.loads of the file did, in launch order."""
+@pytest.mark.parametrize("read_bytes", [97, 1 << 20])
+def test_streamed_trace_reads_as_the_whole_file_did(read_bytes, monkeypatch):
+    """The streamed reader gives each real trace's kernels exactly as json.loads of the file did, in launch order,
+    whatever the piece size (97 characters: events, strings and numbers cut everywhere)."""
+    monkeypatch.setattr(discovery, "READ_BYTES", read_bytes)
     for trace in [TINY_TRACE, RUNS / "transformer_quick" / "discovery" / "trace.json",
                   *(DATA / f"torch-trace-{m}" / "trace.json" for m in ("gpt2", "gpt2_train", "compiled_mlp", "custom_cupy"))]:
         events = json.loads(trace.read_bytes())["traceEvents"]

@@ -85,6 +85,8 @@ def nsys_summary_path(base: Path) -> Path:
 # read of a 3 GB file once ended in a csv traceback at 6.3 GB RSS, and /dev/zero was read forever (issue 32).
 SIZE_LIMIT = 2 << 30
 LINE_LIMIT = 1 << 20
+# One trace event (or another top-level value of a trace) may be longer: a CPU op's shapes and stack.
+EVENT_LIMIT = 16 << 20
 READ_BYTES = 1 << 20
 # The CUDA calls that submit GPU work, as the PyTorch profiler names them (runtime and driver API)
 _LAUNCH_CALL = re.compile(r"^(cuda|cu)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|Memset\w*Async)")
@@ -185,7 +187,7 @@ def _number(value) -> float:
 class _TraceEvents:
     """The objects of a Chrome trace's "traceEvents" array, decoded one at a time from a stream (json's
     raw_decode over a buffer refilled READ_BYTES at a time), so memory holds one event, not the file. Other
-    top-level values are decoded and dropped; any one value longer than LINE_LIMIT is refused."""
+    top-level values are decoded and dropped; any one value longer than EVENT_LIMIT is refused."""
 
     def __init__(self, path: Path, handle):
         self.path, self.handle, self.buffer, self.pos, self.eof = path, handle, "", 0, False
@@ -262,9 +264,9 @@ class _TraceEvents:
                 if not cut or self.eof:
                     raise self._error(f"not valid JSON ({exc.msg}){'; is the trace complete?' if self.eof else ''}",
                                       exc.pos) from None
-            if len(self.buffer) - self.pos > LINE_LIMIT:
-                raise self._error(f"one trace event is longer than {LINE_LIMIT:,} characters; not a PyTorch profiler "
-                                  "trace? (trim or export it again)")
+            if len(self.buffer) - self.pos > EVENT_LIMIT:
+                raise self._error(f"one value is longer than {EVENT_LIMIT:,} characters; not a PyTorch profiler "
+                                  "trace? (trim it, or export it again)")
             self._fill()
 
     def _error(self, message: str, at: int | None = None) -> InputError:
