@@ -252,6 +252,10 @@ def test_dry_run_lists_the_discovery_pass(tmp_path):
     lines = _dry_run("-o", str(tmp_path), "--", *WORKLOAD)
     assert "torch_discovery.py --trace" in lines[0] and lines[0].endswith("--from-start -- examples/workloads/transformer_block.py")
     assert "regex:<regex of the kernels discovery selects>" in lines[1]
+    # with a cudaProfilerStart/Stop region, the plain timed run of the same command comes after discovery
+    lines = _dry_run("-o", str(tmp_path), "--no-profile-from-start", "--", *WORKLOAD)
+    assert "--profiler-api" in lines[0] and "timed_run.py --out" in lines[1]
+    assert lines[1].endswith("unprofiled-timing.json -- examples/workloads/transformer_block.py")
     lines = _dry_run("-o", str(tmp_path), "--discovery", "ncu", "--clock-control", "none", "--", "./app", "--n", "3")
     assert lines[0].startswith("ncu --force-overwrite --export") and "--metrics gpu__time_duration.sum" in lines[0]
     assert "--clock-control none" in lines[0] and lines[0].endswith("./app --n 3")

@@ -97,6 +97,11 @@ def _help() -> str:
 @click.option("--nvtx/--no-nvtx", default=True, show_default=True, help="ncu --nvtx (NVTX ranges per launch).")
 @click.option("--telemetry/--no-telemetry", default=True, show_default=True,
               help="NVML samples (nvml-samples.csv, needs pynvml) beside discovery and the ncu pass while they run.")
+@click.option("--unprofiled-timing/--no-unprofiled-timing", default=True, show_default=True,
+              help="With --no-profile-from-start: one plain run of the command without a profiler, timed between "
+                   "its cudaProfilerStart/Stop (torch.cuda.profiler.start()/stop()), in the manifests as "
+                   "unprofiled_seconds: the idle-time estimate (launch_bound) then uses it instead of the profiled "
+                   "upper bound.")
 @click.option("--ncu", "ncu", default="ncu", show_default=True, help="The ncu executable.")
 @click.option("--nsys", "nsys", default="nsys", show_default=True, help="The nsys executable.")
 @click.option("--dry-run", is_flag=True, help="Print every command; run nothing (no GPU needed).")
@@ -106,20 +111,21 @@ def _help() -> str:
 @click.pass_context
 def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, seed, warmup, iterations, tags, preset,
             top, cover_pct, discovery, discovery_from, kernel_regex, launch_skip, launch_count, invocation, replay_mode,
-            clock_control, profile_from_start, discovery_from_start, nvtx, telemetry, ncu, nsys, dry_run, ingest,
-            sub_warehouse):
+            clock_control, profile_from_start, discovery_from_start, nvtx, telemetry, unprofiled_timing, ncu, nsys, dry_run,
+            ingest, sub_warehouse):
     command = list(command)
     if command[:1] == ["--"]:
         command = command[1:]
     metadata = {"task": task, "dtype": dtype, "batch": batch, "seq_len": seq_len, "image_size": image_size,
                 "seed": seed, "warmup": warmup, "iterations": iterations} | parse_tags(tags)
     options = profile_lib.Options(
-        command=command, out=out or Path(f"profile-{profile_lib.model_name(profile_lib.Options(command, Path('.'), model))}"),
+        command=command, out=out or Path(f"profile-{profile_lib.file_stem(profile_lib.model_name(profile_lib.Options(command, Path('.'), model)))}"),
         model=model, preset=preset, top=top, cover_pct=cover_pct, discovery=discovery, discovery_from=discovery_from,
         kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count, invocation=invocation,
         replay_mode=replay_mode, clock_control=clock_control, profile_from_start=profile_from_start,
         discovery_from_start=discovery_from_start, nvtx=nvtx,
-        metadata=metadata, ncu=ncu, nsys=nsys, telemetry=telemetry, dry_run=dry_run)
+        metadata=metadata, ncu=ncu, nsys=nsys, telemetry=telemetry, unprofiled_timing=unprofiled_timing,
+        dry_run=dry_run)
     result = profile_lib.profile(options, progress=lambda line: click.echo(line, err=True))
     if result.dry_run:
         if result.selection is not None:

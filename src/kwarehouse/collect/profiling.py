@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kwarehouse import runmeta
 from kwarehouse.collect import discovery, environment, presets, selection
 from kwarehouse.errors import KwhError
 
@@ -89,6 +90,7 @@ class Options:
     nsys: str = "nsys"
     python: str | None = None               # interpreter for a `script.py` command (default: this one)
     telemetry: bool = True                  # NVML samples while discovery and the ncu pass run (pynvml)
+    unprofiled_timing: bool = True          # one plain run of the command, timed (timed_run.py), into the manifests
     dry_run: bool = False
 
 
@@ -130,7 +132,7 @@ class Result:
 
 def model_name(options: Options) -> str:
     """--model, else the script's or module's name (`examples/workloads/conv_net.py` -> conv_net)."""
-    if options.model:
+    if options.model is not None:
         return options.model
     argv = options.command
     rest = argv[1:] if discovery.is_python(argv) and not argv[0].endswith(".py") else argv
@@ -142,20 +144,100 @@ def model_name(options: Options) -> str:
     return Path(argv[0]).stem
 
 
-def profile(options: Options, progress: Callable[[str], None] = lambda line: None) -> Result:
-    """Run (or with dry_run, plan and list) the whole collection; see the module docstring."""
+# A model name names the run in the warehouse as given (a HuggingFace id keeps its `/`) and the export files
+# by file_stem, at most this long.
+MODEL_NAME_LIMIT = runmeta.MAX_NAME_CHARS
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
+# Python regex syntax that ncu's (Boost, Perl syntax) refuses: on the H100, ncu 2025.3.1 exited 1 with
+# "Invalid regex provided to --kernel option. Invalid or unterminated Perl (?...) sequence" for `(?P<n>...)`,
+# and took lookbehind, (?i), \A, \Z, \w, \d, possessive `a++` and [[:alpha:]] (tests/data/profile-h100/
+# ncu_regex_dialect.tsv). Python-only flags (?a) (?L) (?u) and \N{NAME} are not Perl either.
+_NOT_IN_NCUS_DIALECT = (("(?P<", "a named group (?P<name>...): write (?<name>...) or a plain group"),
+                        ("(?P=", "a named backreference (?P=name)"), ("(?P>", "a named subroutine (?P>name)"),
+                        ("\\N{", "a named character \\N{...}"))
+_PYTHON_ONLY_FLAGS = re.compile(r"\(\?[imsx]*[aLu]")
+
+
+def check_kernel_regex(regex: str, flag: str = "--kernel-regex") -> None:
+    """A kernel-name regex kwh and ncu both read alike, else one line naming the flag: Python's re must
+    compile it (kwh reads it: selection.functions_in, kwh hot-kernels) without a warning (`[[:alpha:]]` is a
+    POSIX class to ncu and a set of characters to Python), and it must hold nothing ncu's Perl-syntax
+    (Boost) regex refuses, which ncu reports only after the command has started (exit status 1).
+
+    >>> check_kernel_regex("^(saxpy|sgemm_tiled)$")
+    >>> check_kernel_regex("(saxpy")
+    Traceback (most recent call last):
+    ...
+    kwarehouse.collect.profiling.ProfileError: --kernel-regex '(saxpy' is not a valid regular expression (missing ), unterminated subpattern at position 0); fix it (kwh hot-kernels prints one)
+    """
+    import warnings
+    if not regex or "\n" in regex or _CONTROL.search(regex):
+        raise ProfileError(f"{flag} {regex!r} is empty or holds a control character (a line break); give one line "
+                           "of regex (kwh hot-kernels prints one)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            re.compile(regex)
+    except re.error as exc:
+        raise ProfileError(f"{flag} {regex!r} is not a valid regular expression ({exc}); fix it (kwh hot-kernels "
+                           "prints one)") from None
+    except (FutureWarning, DeprecationWarning) as exc:
+        raise ProfileError(f"{flag} {regex!r} reads differently in Python and in ncu ({exc}); write it without "
+                           "the ambiguity (e.g. [A-Za-z] for [[:alpha:]], or escape the bracket)") from None
+    found = next((what for text, what in _NOT_IN_NCUS_DIALECT if text in regex), None)
+    if found is None and _PYTHON_ONLY_FLAGS.search(regex):
+        found = "a Python-only flag ((?a), (?L) or (?u))"
+    if found is not None:
+        raise ProfileError(f"{flag} {regex!r} holds {found}, which Python reads but ncu's regex (Perl syntax, Boost) "
+                           "refuses; write it without")
+
+
+def check_model_name(model: str) -> str:
+    """The model name as given, without surrounding blanks (it names the run: `meta-llama/Llama-3-8B` stays so in
+    the manifest), or one line saying why it cannot name one: the rule kwh ingest applies to a manifest's model
+    (runmeta.check_name), checked before anything runs rather than after the profile."""
+    return runmeta.check_name("model", model, "--model")
+
+
+def file_stem(model: str) -> str:
+    """The model name as one path-safe file or folder name: a HuggingFace id's `/` becomes `--` (as the
+    HuggingFace cache spells it), anything else but letters, digits and `._+-` becomes `_`, and no leading dot,
+    so the exports sit beside their manifest whatever the name.
+
+    >>> file_stem("meta-llama/Llama-3-8B"), file_stem("../x y"), file_stem("conv_net")
+    ('meta-llama--Llama-3-8B', '_--x_y', 'conv_net')
+    """
+    stem = "--".join(_UNSAFE_IN_FILE_NAME.sub("_", part) for part in model.split("/"))
+    stem = re.sub(r"^\.+", "_", stem)
+    return stem[:MODEL_NAME_LIMIT] or "model"
+
+
+def check_options(options: Options) -> str:
+    """Everything kwh profile can refuse before it runs anything; returns the model name."""
     if not options.command:
         raise ProfileError("no command to profile: kwh profile [OPTIONS] -- COMMAND ARGS...")
     if options.preset not in presets.PRESET_NAMES:
         raise ProfileError(f"unknown preset {options.preset!r}; presets: {', '.join(presets.PRESET_NAMES)}")
+    if options.kernel_regex is not None:
+        check_kernel_regex(options.kernel_regex)
+    if options.discovery_from is not None:
+        discovery.check_readable(options.discovery_from)
+    return check_model_name(model_name(options))
+
+
+def profile(options: Options, progress: Callable[[str], None] = lambda line: None) -> Result:
+    """Run (or with dry_run, plan and list) the whole collection; see the module docstring."""
+    model = check_options(options)
     out = options.out
-    model = model_name(options)
     ncu = shutil.which(options.ncu)
     notes: list[str] = []
+    # an earlier discovery output is read before anything is written: a bad one costs no folder
+    given = discovery.read_any(options.discovery_from) if options.discovery_from else None
     if not options.dry_run:
         _check_machine(options, ncu)
     ncu = ncu or options.ncu
-    method = discovery.kind_of(options.discovery_from) if options.discovery_from else _discovery_method(options)
+    method = given[0] if given else _discovery_method(options)
     common = _common_ncu_args(options)
     dirs = {"discovery": out / "discovery", "ncu": out / "ncu", "logs": out / "logs"}
     if not options.dry_run:
@@ -167,8 +249,8 @@ def profile(options: Options, progress: Callable[[str], None] = lambda line: Non
         "pass": "targeted ncu", "preset": options.preset, "preset_cost": presets.preset(options.preset).cost,
         "clock_control": options.clock_control, "replay_mode": options.replay_mode})
     try:
-        return _profile(options, model, ncu, method, common, dirs, facts, sampling, notes, state, progress)
-    except ProfileError as exc:
+        return _profile(options, model, ncu, method, common, dirs, facts, sampling, notes, state, progress, given)
+    except KwhError as exc:
         state.finish(f"failed: {exc}")
         raise
     except KeyboardInterrupt:
@@ -184,6 +266,15 @@ class _State:
     def __init__(self, options: Options, model: str, facts: dict, path: Path, run_facts: dict):
         self.options, self.model, self.facts, self.path, self.run_facts = options, model, facts, path, run_facts
         self.step = "start"
+        # the discovery run's own manifest (torch, nsys: its output is ingested as a run of its own): path, facts
+        self.discovery_manifest: tuple[Path, dict] | None = None
+
+    def write_discovery(self, **run_facts) -> None:
+        if self.discovery_manifest is None:
+            return
+        path, known = self.discovery_manifest
+        known |= run_facts
+        _write_json(path, _manifest(self.options, self.model, self.facts, known))
 
     def update(self, step: str | None = None, **run_facts) -> None:
         self.step = step or self.step
@@ -198,14 +289,18 @@ class _State:
 
 
 def _profile(options: Options, model: str, ncu: str, method: str, common: list[str], dirs: dict, facts: dict,
-             sampling: bool, notes: list[str], state: _State, progress: Callable[[str], None]) -> Result:
+             sampling: bool, notes: list[str], state: _State, progress: Callable[[str], None],
+             given: tuple[str, list[tuple]] | None) -> Result:
     out = options.out
     steps: list[Step] = []
     # 1. discovery and the selection
     state.update("discovery")
     chosen, discovery_steps, ordered = _discover(options, method, model, facts, ncu, common, dirs, sampling,
-                                                 progress, state)
+                                                 progress, state, given)
     steps += discovery_steps
+    # 1b. the same command without a profiler, timed (what the idle estimate compares the trace with)
+    if method in TIMELINE_DISCOVERY and options.discovery_from is None and options.kernel_regex is None:
+        steps += _unprofiled_timing(options, dirs, progress, notes, state)
     if chosen is not None:
         notes += chosen.notes
     regex = chosen.regex if chosen is not None else options.kernel_regex
@@ -220,7 +315,8 @@ def _profile(options: Options, model: str, ncu: str, method: str, common: list[s
     unasked = None if shutil.which(ncu) else f"{options.ncu} is not on the PATH here"
     checked = presets.check(presets.preset(options.preset), *_installed(ncu), unasked)
     notes += checked.notes
-    report = dirs["ncu"] / model
+    stem = file_stem(model)           # the exports' name: beside manifest.json whatever the model's name holds
+    report = dirs["ncu"] / stem
     # with --invocation each function's N-th launch is profiled: no default cap, the user's only
     count = (options.launch_count or None) if options.invocation is not None else cap
     kernel_filter = _kernel_filter(options, shown_regex, skip, count)
@@ -228,11 +324,11 @@ def _profile(options: Options, model: str, ncu: str, method: str, common: list[s
               *options.command]
     steps.append(Step("ncu", target, samples=dirs["ncu"] / "nvml-samples.csv" if sampling else None))
     exports = [Step("export-raw", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "raw"],
-                    stdout=dirs["ncu"] / f"{model}.raw.csv"),
+                    stdout=dirs["ncu"] / f"{stem}.raw.csv"),
                Step("export-details", [ncu, "--import", f"{report}.ncu-rep", "--csv", "--page", "details"],
-                    stdout=dirs["ncu"] / f"{model}.details.csv")]
+                    stdout=dirs["ncu"] / f"{stem}.details.csv")]
     steps += exports
-    ingest_sources = [dirs["ncu"]] + ([dirs["discovery"]] if method in ("torch", "nsys")
+    ingest_sources = [dirs["ncu"]] + ([dirs["discovery"]] if method in TIMELINE_DISCOVERY
                                       and options.discovery_from is None and options.kernel_regex is None else [])
     estimate = _estimate(options, chosen, window, cap)
     run_facts = {"sections": checked.sections, "ncu_command": shlex.join(target),
@@ -281,7 +377,7 @@ def _profile(options: Options, model: str, ncu: str, method: str, common: list[s
         (dirs["ncu"] / "ncu_version.txt").write_text(version, encoding="utf-8")
         state.run_facts["ncu_version"] = next((l.split("Version", 1)[1].strip().split(" ")[0]
                                                for l in version.splitlines() if "Version" in l), None)
-    profiled = _profiled(dirs["logs"] / "ncu.log", dirs["ncu"] / f"{model}.raw.csv")
+    profiled = _profiled(dirs["logs"] / "ncu.log", dirs["ncu"] / f"{stem}.raw.csv")
     state.run_facts["profiled_kernels"] = profiled
     if chosen is not None and options.invocation is None:
         notes += _compare(chosen, profiled, state.run_facts, window, cap, options)
@@ -342,8 +438,8 @@ def _duration(seconds: float | None) -> str:
 
 
 def _discover(options: Options, method: str, model: str, facts: dict, ncu: str, common: list[str], dirs: dict,
-              sampling: bool, progress: Callable[[str], None],
-              state: _State) -> tuple[selection.Selection | None, list[Step], list[tuple] | None]:
+              sampling: bool, progress: Callable[[str], None], state: _State,
+              given: tuple[str, list[tuple]] | None = None) -> tuple[selection.Selection | None, list[Step], list[tuple] | None]:
     """The selection (None with --kernel-regex), the discovery steps (run unless dry_run; none with
     --discovery-from) and discovery's launches in launch order (None where its output has no order: an
     nsys summary). A torch or nsys discovery gets its manifest, written first so that it is kept should
@@ -351,7 +447,7 @@ def _discover(options: Options, method: str, model: str, facts: dict, ncu: str, 
     if options.kernel_regex is not None:
         return None, [], None
     if options.discovery_from is not None:
-        method, launches = discovery.read_any(options.discovery_from)
+        method, launches = given or discovery.read_any(options.discovery_from)
         return (_select(launches, options, str(options.discovery_from)), [],
                 launches if discovery.in_launch_order(method) else None)
     out = options.out
@@ -363,17 +459,79 @@ def _discover(options: Options, method: str, model: str, facts: dict, ncu: str, 
     manifest = {"torch": ("manifest.torchprof.json", "discovery (PyTorch profiler)"),
                 "nsys": ("manifest.nsys.json", "discovery (nsys)")}.get(method)
     if manifest:
-        _write_json(dirs["discovery"] / manifest[0], _manifest(options, model, facts, {"pass": manifest[1]}))
+        state.discovery_manifest = (dirs["discovery"] / manifest[0], {"pass": manifest[1]})
+        state.write_discovery()
     windows = []
     for step in steps:
         state.update(step.name)
         windows.append(_run(step, dirs["logs"], out, progress))
+    launches, trace_facts = _read_discovery(method, output, out)
     if manifest:
-        _write_json(dirs["discovery"] / manifest[0],
-                    _manifest(options, model, facts, {"pass": manifest[1]} | windows[0]))
-    launches = _read_discovery(method, output, out)
+        state.write_discovery(**windows[0], **trace_facts)
     return (_select(launches, options, str(output.relative_to(out))), steps,
             launches if discovery.in_launch_order(method) else None)
+
+
+TIMER = Path(__file__).with_name("timed_run.py")
+# Discovery passes whose output is a timeline run of its own (ingested beside the ncu exports): the un-profiled
+# timing goes with them, as launch_bound compares it with their idle time.
+TIMELINE_DISCOVERY = ("torch", "nsys")
+UNPROFILED_TIMING = "unprofiled-timing.json"       # OUT/, beside selection.json: not an export, never ingested
+
+
+def _unprofiled_timing(options: Options, dirs: dict, progress: Callable[[str], None], notes: list[str],
+                       state: _State) -> list[Step]:
+    """With a timeline discovery run here (TIMELINE_DISCOVERY) of a cudaProfilerStart/Stop region
+    (--no-profile-from-start), one plain run of the command, no profiler attached, timed by timed_run.py over the
+    same region. Its time goes into both manifests as the tags launch_bound reads (unprofiled_seconds,
+    unprofiled_iterations, profiled_iterations: the same command, so the same iterations) with unprofiled_timed
+    saying what was timed. Where discovery records the whole run there is no timing (a note says how to get one):
+    the whole script's time includes its start-up (imports, model loading), which the trace's GPU span leaves
+    out, so it could not bound the idle time, and an extra run of the command would be spent for nothing. Why a
+    plain run and not the workload's own iteration timing: workloads report none in any one form, and the plain
+    run times exactly the region the trace recorded. The timing is a bonus: a run that fails is a note."""
+    if not options.unprofiled_timing:
+        return []
+    if _discovery_whole_run(options):
+        notes.append("no un-profiled timing: discovery recorded the whole run, whose wall time includes start-up; "
+                     "bracket the measured iterations with torch.cuda.profiler.start()/stop() and pass "
+                     "--no-profile-from-start for the idle estimate to use one (--no-unprofiled-timing silences this)")
+        return []
+    if not discovery.is_python(options.command):
+        notes.append("no un-profiled timing: kwh times a Python command (timed_run.py patches its "
+                     "torch/CuPy profiler start/stop); --no-unprofiled-timing silences this")
+        return []
+    timing = dirs["logs"].parent / UNPROFILED_TIMING
+    step = Step("unprofiled-timing", discovery.wrapped_command(options.command, TIMER, ["--out", str(timing)],
+                                                               options.python))
+    if options.dry_run:
+        return [step]
+    state.update(step.name)
+    try:
+        _run(step, dirs["logs"], options.out, progress)
+        measured = json.loads(timing.read_text(encoding="utf-8"))
+    except ProfileError as exc:
+        notes.append(f"no un-profiled timing: {exc}")
+        return [step]
+    except (OSError, ValueError) as exc:
+        notes.append(f"no un-profiled timing: {timing.name} unreadable ({exc})")
+        return [step]
+    seconds = measured.get("seconds") if isinstance(measured, dict) else None
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        notes.append("no un-profiled timing: the command never called torch.cuda.profiler.start()/stop() (or "
+                     "CuPy's) in its plain run, so no region was timed")
+        return [step]
+    tags = {"unprofiled_seconds": round(seconds, 6),
+            "unprofiled_timed": f"wall time between torch.cuda.profiler.start() and stop() ({measured.get('regions')} "
+                                "region(s), GPU synchronized at both ends) in one plain run of the same command without "
+                                "a profiler (kwh profile's timing run)"}
+    iterations = options.metadata.get("iterations")
+    if iterations is not None:
+        tags |= {"unprofiled_iterations": iterations, "profiled_iterations": iterations}
+    progress(f"un-profiled: {seconds:.4f} s between cudaProfilerStart and cudaProfilerStop")
+    state.update(step.name, **tags)
+    state.write_discovery(**tags)
+    return [step]
 
 
 def _check_machine(options: Options, ncu: str | None) -> None:
@@ -477,11 +635,19 @@ def _select(launches: list[tuple], options: Options, where: str) -> selection.Se
     return selection.select(kernels, options.top, options.cover_pct)
 
 
-def _read_discovery(method: str, path: Path, out: Path) -> list[tuple]:
+def _read_discovery(method: str, path: Path, out: Path) -> tuple[list[tuple], dict]:
+    """Discovery's launches, and what the discovery run's manifest learns from its output: the median interval
+    between the CPU calls that launched the kernels (cpu_launch_interval_ns, from a PyTorch trace)."""
     if not path.is_file():
         raise ProfileError(f"discovery ({method}) wrote no {path.relative_to(out)}; see {out / 'logs'}; kept: "
                            f"{_kept(out)}")
-    return discovery.read(method, path)
+    try:
+        if method == "torch":
+            launches, cpu_interval = discovery.torch_trace_launches(path)
+            return launches, ({"cpu_launch_interval_ns": cpu_interval} if cpu_interval is not None else {})
+        return discovery.read(method, path), {}
+    except KwhError as exc:
+        raise ProfileError(f"discovery ({method}): {exc}; kept: {_kept(out)}") from None
 
 
 def _installed(ncu: str) -> tuple[set[str] | None, set[str] | None]:

@@ -8,19 +8,27 @@
 -- est_time_saved_ns: the idle time above the device's smallest gap in that run (the spacing the GPU keeps
 -- when launches are queued ahead of it), which replaying the stretch as one CUDA Graph or fusing it could
 -- remove. An estimate and an upper bound: the profiler's own overhead widens every gap.
+-- The evidence gives the median GPU launch-to-launch interval and, where the run's manifest records it (tag
+-- cpu_launch_interval_ns: kwh profile reads it from its discovery trace's cudaLaunchKernel/cuLaunchKernel calls;
+-- kernel_launches keeps no CPU call times), the median interval between the CPU's launch calls.
 -- Microseconds in the evidence are whole nanoseconds rounded half up (round(ns / 100) / 10): round(ns / 1000, 1)
 -- of 205,950 ns gave 206.0 or 205.9 depending on the engine (DuckDB 2 rounds the binary double 205.9499...).
 WITH unprofiled AS (
     -- the un-profiled timing of the same command where the run's manifest records one (tags
     -- unprofiled_seconds: wall time of unprofiled_iterations iterations without a profiler), scaled to the
-    -- traced iterations (profiled_iterations, else the same count). Nothing writes these keys yet (kwh profile
-    -- records no un-profiled timing): a manifest may carry them.
+    -- traced iterations (profiled_iterations, else the same count). kwh profile writes them from its timing run
+    -- (the command's cudaProfilerStart/Stop region, run once more with no profiler; tag unprofiled_timed says
+    -- what was timed); any manifest may carry them.
     SELECT run_id,
            TRY_CAST(tags['unprofiled_seconds'] AS DOUBLE) * 1e9
                * coalesce(TRY_CAST(tags['profiled_iterations'] AS DOUBLE) / NULLIF(TRY_CAST(tags['unprofiled_iterations'] AS DOUBLE), 0), 1.0)
                AS unprofiled_span_ns
     FROM runs
     WHERE TRY_CAST(tags['unprofiled_seconds'] AS DOUBLE) > 0
+), cpu_launches AS (
+    SELECT run_id, TRY_CAST(tags['cpu_launch_interval_ns'] AS DOUBLE) AS cpu_launch_interval_ns
+    FROM runs
+    WHERE TRY_CAST(tags['cpu_launch_interval_ns'] AS DOUBLE) > 0
 ), activity AS (
     SELECT run_id, model, gpu, device_id, stream_id, start_ns, duration_ns, start_ns + duration_ns AS end_ns,
            coalesce(nvtx_range, split_part(nvtx_path, ' > ', 1), framework_op, kernel_base) AS subject,
@@ -40,10 +48,12 @@ WITH unprofiled AS (
            CASE WHEN s.previous_subject IS NULL OR s.previous_subject <> s.subject THEN 1 ELSE 0 END AS starts_stretch
     FROM spaced s
 ), floors AS (
-    SELECT run_id, device_id, min(CASE WHEN gap_ns > 0 THEN gap_ns END) AS floor_gap_ns,
-           max(end_ns) - min(start_ns) AS span_ns, median(launch_interval_ns) AS launch_interval_ns
-    FROM gapped
-    GROUP BY run_id, device_id
+    SELECT g.run_id, g.device_id, min(CASE WHEN g.gap_ns > 0 THEN g.gap_ns END) AS floor_gap_ns,
+           max(g.end_ns) - min(g.start_ns) AS span_ns, median(g.launch_interval_ns) AS launch_interval_ns,
+           min(c.cpu_launch_interval_ns) AS cpu_launch_interval_ns
+    FROM gapped g
+    LEFT JOIN cpu_launches c ON c.run_id = g.run_id
+    GROUP BY g.run_id, g.device_id
 ), per_subject AS (
     SELECT g.run_id, g.model, g.gpu, g.device_id, g.subject, min(g.subject_kind) AS subject_kind,
            count(*) AS launches, sum(g.starts_stretch) AS stretches,
@@ -52,7 +62,7 @@ WITH unprofiled AS (
                AS est_time_saved_ns,
            median(CASE WHEN g.gap_ns > 0 THEN g.gap_ns END) AS gap_median_ns, min(f.floor_gap_ns) AS floor_gap_ns,
            min(f.span_ns) AS span_ns, min(f.launch_interval_ns) AS launch_interval_ns,
-           CAST(NULL AS DOUBLE) AS unprofiled_span_ns
+           min(f.cpu_launch_interval_ns) AS cpu_launch_interval_ns, CAST(NULL AS DOUBLE) AS unprofiled_span_ns
     FROM gapped g
     JOIN floors f ON f.run_id = g.run_id AND coalesce(f.device_id, -1) = coalesce(g.device_id, -1)
     GROUP BY g.run_id, g.model, g.gpu, g.device_id, g.subject
@@ -64,7 +74,7 @@ WITH unprofiled AS (
                AS est_time_saved_ns,
            median(CASE WHEN g.gap_ns > 0 THEN g.gap_ns END) AS gap_median_ns, min(f.floor_gap_ns) AS floor_gap_ns,
            min(f.span_ns) AS span_ns, min(f.launch_interval_ns) AS launch_interval_ns,
-           min(u.unprofiled_span_ns) AS unprofiled_span_ns
+           min(f.cpu_launch_interval_ns) AS cpu_launch_interval_ns, min(u.unprofiled_span_ns) AS unprofiled_span_ns
     FROM gapped g
     JOIN floors f ON f.run_id = g.run_id AND coalesce(f.device_id, -1) = coalesce(g.device_id, -1)
     LEFT JOIN unprofiled u ON u.run_id = g.run_id
@@ -93,7 +103,12 @@ SELECT run_id, model, gpu, device_id, subject, subject_kind, launches, stretches
               ' us between them (median gap ', CAST(round(gap_median_ns / 100) / 10 AS VARCHAR),
               ' us; smallest gap of the run ', CAST(round(floor_gap_ns / 100) / 10 AS VARCHAR),
               ' us; median launch-to-launch interval ', CAST(round(launch_interval_ns / 100) / 10 AS VARCHAR),
-              ' us, the CPU''s launch rate while the GPU waits on it): launch-bound, a CUDA Graph or kernel-fusion candidate. ',
+              CASE WHEN cpu_launch_interval_ns IS NOT NULL
+                   THEN concat(' us on the GPU, and the CPU''s launch calls came every ',
+                               CAST(round(cpu_launch_interval_ns / 100) / 10 AS VARCHAR),
+                               ' us (median, the trace''s cudaLaunchKernel/cuLaunchKernel calls)')
+                   ELSE ' us, the CPU''s launch rate while the GPU waits on it' END,
+              '): launch-bound, a CUDA Graph or kernel-fusion candidate. ',
               CASE WHEN unprofiled_span_ns IS NOT NULL
                    THEN concat('Un-profiled, the same iterations took ', CAST(round(unprofiled_span_ns / 100) / 10 AS VARCHAR),
                                ' us of wall time')
