@@ -160,7 +160,10 @@ class Warehouse:
         """root: the warehouse folder. catalog: an SQLAlchemy URL for the catalog (e.g.
         postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root.
         wait: how long a writer waits for another writer's lock (None: as long as it takes)."""
-        self.root = Path(root).absolute()
+        # One path per warehouse, its real one: a symlink, a relative path or ".." open the same
+        # warehouse under the same name, so the published file (whose views name the Parquet files
+        # by absolute path, and whose record names its folder) is the same whichever path opened it.
+        self.root = canonical_root(root)
         self.staging = self.root / "_staging"
         self.duckdb_path = self.root / "warehouse.duckdb"
         self.catalog_url = catalog_engine_url(catalog) if catalog else None
@@ -942,6 +945,11 @@ class Warehouse:
         """Rebuild warehouse.duckdb now (see publish.py)."""
         from kwarehouse import publish
         publish.publish(self)
+
+
+def canonical_root(root: Path | str) -> Path:
+    """The warehouse folder by its real path (symlinks, "." and ".." resolved)."""
+    return Path(os.path.realpath(root))
 
 
 def _intent_paths(moves) -> list[str]:
