@@ -258,3 +258,72 @@ def test_a_warehouse_opened_through_a_symlink_names_its_real_path(tmp_path, inge
     finally:
         con.close()
     assert str(tmp_path / "link") not in sql
+
+
+# -- writes never follow a symlink out of the warehouse --------------------------------------------
+
+OTHER = DATA / "ncu-gtx1080-raw"
+FILES_KERNELS = "_files/kernels"
+
+
+def _files_under(folder: Path) -> dict[str, int]:
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _linked_away(root: Path, relative: str, target: Path) -> Path:
+    """Move the warehouse's folder `relative` to `target` and leave a symlink in its place."""
+    folder = root / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(folder, target) if folder.exists() else target.mkdir()
+    folder.symlink_to(target, target_is_directory=True)
+    return folder
+
+
+def _kernel_models(root: Path) -> list[tuple]:
+    con = Warehouse(root).connect()
+    try:
+        return con.execute("SELECT model, count(*) FROM kernels GROUP BY 1 ORDER BY 1").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("relative", ["kernels", "kernels/model=gpt2", "_files/kernels", "_files", "_staging",
+                                      "_quarantine", "metrics/model=gpt2/gpu=NVIDIA H100 80GB HBM3"])
+def test_a_folder_kwh_writes_into_linked_out_of_the_warehouse_is_refused(tmp_path, ingested, relative):
+    outside = tmp_path / "outside" / "moved"
+    link = _linked_away(ingested, relative, outside)
+    kept = _files_under(outside)
+    models = _kernel_models(ingested)                  # reading through the link works
+    with pytest.raises(KwhError) as refused:
+        pipeline.ingest([OTHER], Warehouse(ingested))
+    message = str(refused.value)
+    assert message.startswith(f"{link}: a symbolic link (to {outside}); kwh writes only into the warehouse's own "
+                              "folders: replace the link by what it points to") and "\n" not in message
+    assert _files_under(outside) == kept                 # nothing written, nothing deleted there
+    assert _kernel_models(ingested) == models == [("gpt2", 3)]
+
+
+def test_a_table_folder_linked_inside_the_warehouse_is_refused_too(tmp_path, ingested):
+    """A link that stays inside aliases kwh's folders: kernels/ -> _files/kernels/ would make taking a
+    replaced file out of its table folder delete the committed file."""
+    (ingested / "kernels").rename(ingested / "kernels.tree")
+    shutil.rmtree(ingested / "kernels.tree")             # the table folder's files are the _files/ links' twins
+    (ingested / "kernels").symlink_to(ingested / FILES_KERNELS)
+    before = _files_under(ingested / FILES_KERNELS)
+    with pytest.raises(KwhError, match=r"kernels: a symbolic link \(to .*_files/kernels\); "):
+        pipeline.ingest([OTHER], Warehouse(ingested))
+    assert _files_under(ingested / FILES_KERNELS) == before
+
+
+def test_a_reader_never_rebuilds_the_published_file_through_a_linked_staging_folder(tmp_path, ingested):
+    """A stale warehouse.duckdb is rebuilt by a free reader, in _staging/: linked away, the reader
+    answers from the catalog and writes nothing there."""
+    outside = tmp_path / "outside" / "staging"
+    _linked_away(ingested, "_staging", outside)
+    (ingested / "warehouse.duckdb").unlink()
+    assert _kernel_models(ingested) == [("gpt2", 3)]
+    assert _files_under(outside) == {} and not (ingested / "warehouse.duckdb").exists()
+
+
+def test_a_real_warehouse_has_no_links(ingested):
+    assert Warehouse(ingested).links() == []
