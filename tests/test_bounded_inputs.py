@@ -162,6 +162,15 @@ def test_a_giant_line_of_a_utf16_or_cr_only_capture_is_found_and_numbered(tmp_pa
         ingest.read(path)
 
 
+def test_a_giant_line_inside_one_read_chunk_is_found_and_numbered(tmp_path, monkeypatch):
+    """A limit below the scan's chunk size: the long line lies between two line ends of one chunk."""
+    path = tmp_path / "stats_column.txt"
+    path.write_text(capture([[*full_names(500), giant_name(300_000)]]), encoding="utf-8")
+    monkeypatch.setattr(nsys_text, "MAX_LINE_BYTES", 100_000)
+    with pytest.raises(InputError, match=r"stats_column.txt:507: a 293 KB line; "):
+        ingest.read(path)
+
+
 def test_lines_below_the_limit_still_read(tmp_path, monkeypatch):
     """A capture larger than the limit whose lines are all shorter reads as before (the scan passes)."""
     path = tmp_path / "stats_column.txt"

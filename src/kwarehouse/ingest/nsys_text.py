@@ -289,7 +289,8 @@ def _refuse_giant_line(path: Path) -> None:
         raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
     if length > MAX_LINE_BYTES or giant is not None:
         line = giant if giant is not None else (newlines or returns) + 1
-        raise InputError(path, f"a {length >> 20} MB line; no nsys stats output has lines like it (corrupt file, "
+        size = f"{length >> 20} MB" if length >= 1 << 20 else f"{length >> 10} KB"
+        raise InputError(path, f"a {size} line; no nsys stats output has lines like it (corrupt file, "
                          "or not nsys console text): re-capture it, or pass the report's .sqlite export", line)
 
 
