@@ -120,7 +120,15 @@ def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
     for path in mine:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"PAR1 user data")
-    (warehouse.root / "rules" / "model=linked").symlink_to(outside, target_is_directory=True)
+    linked = warehouse.root / "rules" / "model=linked"
+    linked.symlink_to(outside, target_is_directory=True)
+    # a folder kwh writes into that is a link: writers and repair refuse before touching anything
+    with pytest.raises(KwhError, match="model=linked: a symbolic link"):
+        pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)
+    with pytest.raises(KwhError, match="model=linked: a symbolic link"):
+        check.check(warehouse, repair=True)
+    assert (outside / "precious.parquet").exists()
+    linked.unlink()
     (warehouse.root / "_staging" / "someone-elses").mkdir(parents=True)
     (warehouse.root / "_staging" / "someone-elses" / "keep.txt").write_text("x")
     crash_during_ingest(warehouse, "placed", DATA / "torch-trace-gpt2")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import sqlite3
 from importlib import resources
 from pathlib import Path
@@ -245,7 +246,7 @@ def connect(root: Path | str):
     """An in-memory DuckDB connection reading warehouse.duckdb's tables and views (attached
     READ_ONLY), when the default catalog of the warehouse at `root` says it is current and every
     committed file is on disk; else None (see the module's docstring)."""
-    root = Path(root).absolute()
+    root = Path(os.path.realpath(root))       # store.canonical_root: the path publish recorded
     identity = folder_id(root)
     if identity is None:
         return None

@@ -66,6 +66,14 @@ MAX_PARTITION_BYTES = 120
 # at once (so polars/pyarrow/DuckDB/Spark globbing a table folder see exactly the committed rows)
 # while its link keeps it readable for views bound before, until RETIRE_GRACE has passed.
 FILES = "_files"
+# The folders kwh writes into (with each table's folder and its model=/gpu= folders, in the tree
+# and under _files/) and the lock files it writes: none may be a symbolic link. One that leads out of
+# the warehouse would receive (or lose, to repair) files elsewhere; one that stays inside aliases
+# kwh's own folders (a table folder linked to its _files/ folder: taking a replaced file out of the
+# table folder would delete the committed file). A link to the whole warehouse folder is fine: the
+# warehouse is opened under its real path (canonical_root).
+WRITTEN_FOLDERS = ("_staging", FILES, "_quarantine")
+WRITTEN_FILES = (".kwh.lock", ".kwh.catalog.lock")
 # How long a command waits for a catalog.sqlite another process holds locked (without --wait).
 CATALOG_BUSY_SECONDS = 120
 # ...and at least this long with --wait: the threads of one ingest wait for each other's catalog statements.
@@ -160,7 +168,10 @@ class Warehouse:
         """root: the warehouse folder. catalog: an SQLAlchemy URL for the catalog (e.g.
         postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root.
         wait: how long a writer waits for another writer's lock (None: as long as it takes)."""
-        self.root = Path(root).absolute()
+        # One path per warehouse, its real one: a symlink, a relative path or ".." open the same
+        # warehouse under the same name, so the published file (whose views name the Parquet files
+        # by absolute path, and whose record names its folder) is the same whichever path opened it.
+        self.root = canonical_root(root)
         self.staging = self.root / "_staging"
         self.duckdb_path = self.root / "warehouse.duckdb"
         self.catalog_url = catalog_engine_url(catalog) if catalog else None
@@ -430,6 +441,37 @@ class Warehouse:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    def links(self) -> list[Path]:
+        """The folders and files kwh writes into that are symbolic links (see WRITTEN_FOLDERS)."""
+        found = [self.root / name for name in (*WRITTEN_FOLDERS, *WRITTEN_FILES) if (self.root / name).is_symlink()]
+        for top in (self.root, self.root / FILES):
+            if top.is_symlink():
+                continue        # named above
+            for table in schema.tables():
+                folder = top / table
+                if folder.is_symlink():
+                    found.append(folder)
+                    continue
+                # model=<m> folders, and gpu=<g> folders in them: directories only, never the files
+                for model in _subfolders(folder):
+                    if model.is_symlink():
+                        found.append(model)
+                        continue
+                    found += [gpu for gpu in _subfolders(model) if gpu.is_symlink()]
+        return found
+
+    def refuse_links(self) -> None:
+        """Refuse to write (before anything is written) where a folder or file kwh writes into is a
+        symbolic link: kwh's files would land, or be deleted, wherever it points. Reading through
+        such a link still works."""
+        found = self.links()
+        if found:
+            link = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise KwhError(f"{link}: a symbolic link (to {os.readlink(link)}){more}; kwh writes only into the "
+                           "warehouse's own folders: replace the link by what it points to (mv it there), or "
+                           "link the whole warehouse folder instead. Reading commands still work")
+
     @contextlib.contextmanager
     def writer(self):
         """Hold the warehouse's write lock: one writer at a time; repair a crashed writer's leftovers
@@ -437,6 +479,7 @@ class Warehouse:
 
         Yields the list of repairs made (one line each) so the caller can report them."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self.refuse_links()
         with self._lock(".kwh.lock", "writer"):
             engine = self.engine
             self.claim_folder()
@@ -902,6 +945,7 @@ class Warehouse:
         try:
             if self.session_dir is not None or not publish.is_stale(self) or self.copy_problem():
                 return      # a copy of the folder never writes the catalog it shares, readers' publishing included
+            self.refuse_links()
             with open(self.root / ".kwh.lock", "a+") as lock:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -960,6 +1004,20 @@ class Warehouse:
         """Rebuild warehouse.duckdb now (see publish.py)."""
         from kwarehouse import publish
         publish.publish(self)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """The folders (and links) in `folder`; none when it is missing or not a folder."""
+    try:
+        with os.scandir(folder) as entries:
+            return [Path(e.path) for e in entries if e.is_symlink() or e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+
+
+def canonical_root(root: Path | str) -> Path:
+    """The warehouse folder by its real path (symlinks, "." and ".." resolved)."""
+    return Path(os.path.realpath(root))
 
 
 def _intent_paths(moves) -> list[str]:

@@ -23,17 +23,24 @@ other tools' copies end with "...". A cut kernel name is completed from the full
 holds (a CSV block, a cuda_gpu_trace or nvtx_kern_sum table that printed it whole) when exactly one full
 name starts with the cut text; otherwise it is kept as printed, "…" included, so a cut name never
 passes for a whole one and two kernels cut to the same text stay two rows. Releases before 2022 cut
-names at the column width without a mark: those cannot be told from whole names.
+names at the column width without a mark: those cannot be told from whole names. The full names are
+kept sorted, so the names starting with a cut text are found by bisection (a capture with 64,000 cut
+names took 20 minutes when each was compared with every full name).
+
+No line of nsys's tables comes near MAX_LINE_BYTES (the limit kwh's text readers share, README:
+"a 100 MB field"): a file holding a longer line is refused after one pass over it a chunk at a time,
+before it is read into memory (a 100 MB kernel name otherwise cost 2 GB to store).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from pathlib import Path
 from typing import ClassVar
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import captured_text, nsys_stats_csv
+from kwarehouse.ingest import base, captured_text, ncu_csv, nsys_stats_csv
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.ingest.nsys_stats_csv import Block, announced_report, report_of
 
@@ -50,6 +57,8 @@ CHATTER = re.compile(r"^(Processing \[.*\] with \[.*\.py\]|\[\d+/\d+\] Executing
 ELLIPSES = ("\u2026", "...")
 # Lines that begin a line of their own, never the continuation of one a terminal wrapped.
 LINE_STARTS = re.compile(r"^(?:\[\d+/\d+\] |Processing \[| ?\*\* |SKIPPED: |Generating |NOTICE: )")
+# The longest line (in UTF-8 bytes) kwh reads from a text export: the ncu CSV pages' limit.
+MAX_LINE_BYTES = ncu_csv.MAX_LINE_BYTES
 
 
 class NsysText:
@@ -68,6 +77,7 @@ class NsysText:
         return bool(CHATTER.search(text)) and not nsys_stats_csv.csv_table_in(text)
 
     def read(self, path: Path) -> ReadResult:
+        _refuse_giant_line(path)
         captured = nsys_stats_csv.read_text(path, "nsys stats or nsys profile --stats=true console output")
         best: tuple[int, ReadResult] | None = None
         first_error: InputError | None = None
@@ -162,11 +172,7 @@ class _Parser:
                 i += 1        # nsys's stderr between two rows: not a row, not the table's end
                 continue
             if len(line) < spans[-1][0] and len(block.header) > 1:
-                error = InputError(self.path, f'a line that does not fit the {block.report or "report"} table '
-                                   "(edited or cut?); re-capture it", self.numbers[i])
-                if i >= self.last:
-                    raise error       # the file was cut in this row
-                block.warnings.append(error)
+                self._misfit(block, i)
                 i += 1
                 continue
             block.rows.append(_cells(line, spans))
@@ -179,6 +185,14 @@ class _Parser:
                              self.numbers[i - 1])
         return i
 
+    def _misfit(self, block: Block, i: int) -> None:
+        """Line i does not fit the block's table: the file was cut there when it is the last line
+        with content (raised), else that row's warning."""
+        error = InputError(self.path, f"a line that does not fit the {block.report or 'report'} table "
+                           "(edited or cut?); re-capture it", self.numbers[i])
+        if i >= self.last:
+            raise error
+        block.warnings.append(error)
 
     def _boxed_rows(self, lines: list[str], i: int, border: str, block: Block) -> int:
         """Rows of a --format table box from line i to its closing border; the index after it."""
@@ -187,11 +201,7 @@ class _Parser:
                 i += 1        # nsys's stderr between two rows
                 continue
             if len(lines[i].rstrip()) != len(border.rstrip()):
-                error = InputError(self.path, f"a line that does not fit the {block.report or 'report'} table "
-                                   "(edited or cut?); re-capture it", self.numbers[i])
-                if i >= self.last:
-                    raise error       # the file was cut in this row
-                block.warnings.append(error)
+                self._misfit(block, i)
                 i += 1
                 continue
             block.rows.append(_boxed(lines[i], border))
@@ -220,10 +230,12 @@ def _complete_cut_names(blocks: list[Block]) -> None:
     """Replace each cut kernel name by the one full name of the capture it starts, where there is
     exactly one (see the module docstring)."""
     kernel_blocks = [b for b in blocks if b.report in nsys_stats_csv.KERNEL_REPORTS]
-    full: set[str] = set()
+    whole: set[str] = set()
     for block in kernel_blocks:
         if (column := _name_column(block)) is not None:
-            full.update(row[column] for row in block.rows if not row[column].endswith(ELLIPSES))
+            whole.update(row[column] for row in block.rows if not row[column].endswith(ELLIPSES))
+    # sorted, the names a text starts are one run from where the text would be inserted
+    full = sorted(whole)
     for block in kernel_blocks:
         if (column := _name_column(block)) is None:
             continue
@@ -233,6 +245,69 @@ def _complete_cut_names(blocks: list[Block]) -> None:
             if mark is None:
                 continue
             prefix = name[: -len(mark)]
-            matches = [f for f in full if f.startswith(prefix)]
+            first = bisect_left(full, prefix)
+            matches = [f for f in full[first:first + 2] if f.startswith(prefix)]
             if len(matches) == 1:
                 row[column] = matches[0]
+
+
+def _refuse_giant_line(path: Path) -> None:
+    """Refuse a file holding a line longer than MAX_LINE_BYTES, reading it as UTF-8 a chunk at a
+    time (a UTF-16 capture transcoded on the way, CR line ends counted as line ends) and stopping
+    at the end of that line; a file no larger than the limit cannot hold one."""
+    try:
+        size = path.stat().st_size
+        if size <= MAX_LINE_BYTES:
+            return
+        base.refuse_oversized(path, size)
+        newlines = returns = 0    # line ends before the line being read: its editor's line number
+        length = 0                # its bytes so far
+        giant: int | None = None  # its line number, once it is longer than the limit
+        for chunk in captured_text.decoded_chunks(path):
+            end = _first_line_end(chunk)
+            if end < 0:
+                length += len(chunk)
+                if length > MAX_LINE_BYTES and giant is None:
+                    giant = (newlines or returns) + 1
+                continue
+            length += end
+            if length > MAX_LINE_BYTES or giant is not None:
+                break
+            last = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            for offset, piece in _pieces_longer_than(chunk, end + 1, last, MAX_LINE_BYTES):
+                newlines += chunk.count(b"\n", 0, offset)
+                returns += chunk.count(b"\r", 0, offset)
+                length = len(piece)
+                break
+            else:
+                newlines += chunk.count(b"\n")
+                returns += chunk.count(b"\r")
+                length = len(chunk) - last - 1
+                continue
+            break
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
+    if length > MAX_LINE_BYTES or giant is not None:
+        line = giant if giant is not None else (newlines or returns) + 1
+        size = f"{length >> 20} MB" if length >= 1 << 20 else f"{length >> 10} KB"
+        raise InputError(path, f"a {size} line; no nsys stats output has lines like it (corrupt file, "
+                         "or not nsys console text): re-capture it, or pass the report's .sqlite export", line)
+
+
+def _first_line_end(chunk: bytes) -> int:
+    """Where the chunk's first CR or LF is; -1 when it has none."""
+    ends = [at for at in (chunk.find(b"\n"), chunk.find(b"\r")) if at >= 0]
+    return min(ends) if ends else -1
+
+
+def _pieces_longer_than(chunk: bytes, start: int, stop: int, limit: int):
+    """(offset, piece) of each line of chunk[start:stop] (a run of whole lines) longer than `limit`,
+    none in the usual case, where the chunk is smaller than the limit."""
+    if stop - start <= limit:
+        return
+    offset = start
+    for piece in chunk[start:stop].splitlines(keepends=True):
+        body = piece.rstrip(b"\r\n")
+        if len(body) > limit:
+            yield offset, body
+        offset += len(piece)
