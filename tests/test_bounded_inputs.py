@@ -21,7 +21,7 @@ import pytest
 import kwarehouse
 from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.ingest import captured_text, nsys_text
+from kwarehouse.ingest import captured_text, nsys_stats_csv, nsys_text
 from kwarehouse.store import Warehouse
 
 from conftest import DATA
@@ -147,7 +147,7 @@ def test_a_giant_kernel_name_is_refused_without_reading_the_file_whole(tmp_path,
     with pytest.raises(InputError) as refused:
         ingest.read(path)
     message = str(refused.value)
-    assert message == (f"{path}:8: a 6 MB line; no nsys stats output has lines like it (corrupt file, or not nsys "
+    assert message == (f"{path}:8: a 6 MB line; no nsys output has lines like it (corrupt file, or not nsys "
                        "console text): re-capture it, or pass the report's .sqlite export")
     assert "\n" not in message
 
@@ -169,6 +169,22 @@ def test_a_giant_line_inside_one_read_chunk_is_found_and_numbered(tmp_path, monk
     monkeypatch.setattr(nsys_text, "MAX_LINE_BYTES", 100_000)
     with pytest.raises(InputError, match=r"stats_column.txt:507: a 293 KB line; "):
         ingest.read(path)
+
+
+def test_a_giant_field_of_an_nsys_stats_csv_is_refused_without_reading_the_file_whole(tmp_path, monkeypatch):
+    """nsys stats CSV shares the check: a real kernel summary with one name made 3 MB long (limit 2 MB)."""
+    real = (DATA / "nsys-stats-rtx5090" / "summary_cuda_gpu_kern_sum.csv").read_text(encoding="utf-8").splitlines()
+    first = real[1].split(",")
+    giant = ",".join(first[:8]) + ',"' + giant_name(3 << 20) + '"'
+    path = tmp_path / "summary_cuda_gpu_kern_sum.csv"
+    path.write_text("\n".join([real[0], real[2], giant, *real[3:]]) + "\n", encoding="utf-8")
+    monkeypatch.setattr(nsys_stats_csv, "MAX_LINE_BYTES", 2 << 20)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"{self} read whole"))
+    monkeypatch.setattr(Path, "read_text", lambda self, **kw: pytest.fail(f"{self} read whole"))
+    with pytest.raises(InputError) as refused:
+        ingest.read(path, format="nsys-stats-csv")
+    assert str(refused.value).startswith(f"{path}:3: a 3 MB line; no nsys output has lines like it (corrupt file, "
+                                         "or not nsys stats CSV output)")
 
 
 def test_lines_below_the_limit_still_read(tmp_path, monkeypatch):

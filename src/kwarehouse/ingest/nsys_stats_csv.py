@@ -43,7 +43,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError, NothingToStore
-from kwarehouse.ingest import base, captured_text
+from kwarehouse.ingest import base, captured_text, ncu_csv
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
 TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9,
@@ -89,6 +89,9 @@ EN_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 # dot is read.
 DECIMAL_COMMA = re.compile(r"[-+]?\d+(?:\.\d{3})*,\d+")
 GROUPING_DOT = re.compile(r"[-+]?\d{1,3}(?:\.\d{3})+")
+
+# no line of nsys stats output comes near the limit kwh's text readers share (README: bounded memory)
+MAX_LINE_BYTES = ncu_csv.MAX_LINE_BYTES
 
 
 def _grouped(cell: str) -> float:
@@ -193,6 +196,7 @@ class NsysStatsCsv:
         return csv_table_in(head.decode("utf-8", errors="replace"))
 
     def read(self, path: Path) -> ReadResult:
+        captured_text.refuse_giant_line(path, MAX_LINE_BYTES, "nsys stats CSV output")
         captured = read_text(path, "nsys stats --format csv output")
         return result(path, self.name, self._blocks(path, captured), captured.lines)
 

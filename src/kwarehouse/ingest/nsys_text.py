@@ -77,7 +77,7 @@ class NsysText:
         return bool(CHATTER.search(text)) and not nsys_stats_csv.csv_table_in(text)
 
     def read(self, path: Path) -> ReadResult:
-        _refuse_giant_line(path)
+        captured_text.refuse_giant_line(path, MAX_LINE_BYTES, "nsys console text")
         captured = nsys_stats_csv.read_text(path, "nsys stats or nsys profile --stats=true console output")
         best: tuple[int, ReadResult] | None = None
         first_error: InputError | None = None
@@ -249,65 +249,3 @@ def _complete_cut_names(blocks: list[Block]) -> None:
             matches = [f for f in full[first:first + 2] if f.startswith(prefix)]
             if len(matches) == 1:
                 row[column] = matches[0]
-
-
-def _refuse_giant_line(path: Path) -> None:
-    """Refuse a file holding a line longer than MAX_LINE_BYTES, reading it as UTF-8 a chunk at a
-    time (a UTF-16 capture transcoded on the way, CR line ends counted as line ends) and stopping
-    at the end of that line; a file no larger than the limit cannot hold one."""
-    try:
-        size = path.stat().st_size
-        if size <= MAX_LINE_BYTES:
-            return
-        base.refuse_oversized(path, size)
-        newlines = returns = 0    # line ends before the line being read: its editor's line number
-        length = 0                # its bytes so far
-        giant: int | None = None  # its line number, once it is longer than the limit
-        for chunk in captured_text.decoded_chunks(path):
-            end = _first_line_end(chunk)
-            if end < 0:
-                length += len(chunk)
-                if length > MAX_LINE_BYTES and giant is None:
-                    giant = (newlines or returns) + 1
-                continue
-            length += end
-            if length > MAX_LINE_BYTES or giant is not None:
-                break
-            last = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
-            for offset, piece in _pieces_longer_than(chunk, end + 1, last, MAX_LINE_BYTES):
-                newlines += chunk.count(b"\n", 0, offset)
-                returns += chunk.count(b"\r", 0, offset)
-                length = len(piece)
-                break
-            else:
-                newlines += chunk.count(b"\n")
-                returns += chunk.count(b"\r")
-                length = len(chunk) - last - 1
-                continue
-            break
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror}; check it exists and is readable") from exc
-    if length > MAX_LINE_BYTES or giant is not None:
-        line = giant if giant is not None else (newlines or returns) + 1
-        size = f"{length >> 20} MB" if length >= 1 << 20 else f"{length >> 10} KB"
-        raise InputError(path, f"a {size} line; no nsys stats output has lines like it (corrupt file, "
-                         "or not nsys console text): re-capture it, or pass the report's .sqlite export", line)
-
-
-def _first_line_end(chunk: bytes) -> int:
-    """Where the chunk's first CR or LF is; -1 when it has none."""
-    ends = [at for at in (chunk.find(b"\n"), chunk.find(b"\r")) if at >= 0]
-    return min(ends) if ends else -1
-
-
-def _pieces_longer_than(chunk: bytes, start: int, stop: int, limit: int):
-    """(offset, piece) of each line of chunk[start:stop] (a run of whole lines) longer than `limit`,
-    none in the usual case, where the chunk is smaller than the limit."""
-    if stop - start <= limit:
-        return
-    offset = start
-    for piece in chunk[start:stop].splitlines(keepends=True):
-        body = piece.rstrip(b"\r\n")
-        if len(body) > limit:
-            yield offset, body
-        offset += len(piece)
