@@ -60,8 +60,9 @@ def committed_relative(warehouse: Warehouse, path) -> str:
     return relative.relative_to(store.FILES).as_posix() if relative.parts[0] == store.FILES else relative.as_posix()
 
 
-def run_of_day(warehouse: Warehouse, day: str) -> str:
-    (run_id,), = rows(warehouse, "SELECT run_id FROM runs WHERE run_date = CAST(? AS DATE)", [day])
+def run_of_day(warehouse: Warehouse, day: str, model: str | None = None) -> str:
+    (run_id,), = rows(warehouse, "SELECT run_id FROM runs WHERE run_date = CAST(? AS DATE) AND model = coalesce(?, model)",
+                      [day, model])
     return run_id
 
 
@@ -84,19 +85,36 @@ def test_a_new_run_is_rolled_up(three_days, new_warehouse):
     assert rollup_rows(warehouse) == full_rows(warehouse)
 
 
-def test_a_run_taken_out_by_check_repair_leaves_no_rollup_rows(three_days, new_warehouse):
-    warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
-    rollup.rollup(warehouse)
-    gone = run_of_day(warehouse, "2026-11-21")
-    # one of its Parquet files is lost: check --repair takes the run out of the warehouse
-    for path in warehouse.committed_files("kernels", gone):
+def lose_run(warehouse: Warehouse, run_id: str) -> None:
+    """Delete the run's kernels file (both names): kwh check --repair then takes the run out."""
+    for path in warehouse.committed_files("kernels", run_id):
         relative = committed_relative(warehouse, path)
         for name in (warehouse.root / relative, warehouse.root / store.FILES / relative):
             name.unlink(missing_ok=True)
     repaired = check.check(warehouse, repair=True)
-    assert any(f"took out run {gone}" in line for line in repaired.repaired)
-    assert rollup.rollup(warehouse).days == ["2026-11-21"]
+    assert any(f"took out run {run_id}" in line for line in repaired.repaired), repaired.repaired
+
+
+def test_a_run_taken_out_by_check_repair_leaves_no_rollup_rows(tmp_path, three_days, new_warehouse):
+    warehouse = new_warehouse()
+    pipeline.ingest(three_days, warehouse)
+    pipeline.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
+    rollup.rollup(warehouse)
+    lose_run(warehouse, run_of_day(warehouse, "2026-11-21", "llama"))
+    assert "2026-11-21" in " ".join(check.check(warehouse).notes)
+    assert rollup.rollup(warehouse).days == ["2026-11-21"]      # the day keeps its other run
+    assert rows(warehouse, "SELECT DISTINCT model FROM rollup_kernels_daily WHERE day = DATE '2026-11-21'") == [
+        ("vecadd",)]
+    assert rollup_rows(warehouse) == full_rows(warehouse)
+
+
+def test_a_days_only_run_taken_out_drops_the_day(three_days, new_warehouse):
+    warehouse = new_warehouse()
+    pipeline.ingest(three_days, warehouse)
+    rollup.rollup(warehouse)
+    lose_run(warehouse, run_of_day(warehouse, "2026-11-21"))
+    report = rollup.rollup(warehouse)
+    assert (report.days, report.dropped) == ([], ["2026-11-21"])
     assert rows(warehouse, "SELECT count(*) FROM rollup_kernels_daily WHERE day = DATE '2026-11-21'") == [(0,)]
     assert rollup_rows(warehouse) == full_rows(warehouse)
 
