@@ -230,3 +230,25 @@ def test_retired_files_go_once_the_catalog_clock_passes_the_grace(new_warehouse,
     monkeypatch.setattr(store, "RETIRE_GRACE", timedelta(0))
     pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     assert not [p for p in retired if (warehouse.root / store.FILES / p).exists() or (warehouse.root / p).exists()]
+
+
+def test_rollups_of_an_older_kwh_are_checked_and_recomputed(tmp_path, three_days, new_warehouse):
+    """A warehouse an older kwh rolled up records no coverage: its incremental rollup left a removed
+    run's rows behind. kwh check names the day; the next rollup recomputes every day it has no
+    coverage for."""
+    warehouse = new_warehouse()
+    pipeline.ingest(three_days, warehouse)
+    pipeline.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
+    rollup.rollup(warehouse)
+    with warehouse.engine.begin() as con:       # what an older kwh's rollup left: rows, no coverage
+        con.execute(catalog.catalog_rollup_coverage.delete())
+        stale = {p: (warehouse.root / store.FILES / p).read_bytes()
+                 for p in con.execute(sa.select(store.catalog_rollup_files.c.path)).scalars()}
+    lose_run(warehouse, run_of_day(warehouse, "2026-11-21", "llama"))
+    assert all((warehouse.root / store.FILES / p).read_bytes() == data for p, data in stale.items())
+    report = check.check(warehouse)
+    assert [p for p in report.problems if p.startswith("rollup_kernels_daily/day=2026-11-21:")
+            and p.endswith("kwh rollup --full fixes it")], report.problems
+    assert rollup.rollup(warehouse).days == ["2026-11-20", "2026-11-21", "2026-11-22"]
+    assert check.check(warehouse).ok
+    assert rollup_rows(warehouse) == full_rows(warehouse)

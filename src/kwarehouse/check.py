@@ -185,6 +185,8 @@ def _check_rollups(warehouse: Warehouse, found: _Found) -> None:
         found.problems.append(f"the rollups could not be recomputed to check them ({first_line(exc)}); "
                               "kwh rollup --full rebuilds them")
         return
+    if sampled.changed_meanwhile:
+        found.notes.append("the rollups were not checked: a writer committed while they were being recomputed")
     for name, day in sampled.wrong:
         found.problems.append(f"{name}/day={day}: its rows differ from what the runs of that day give now (rolled "
                               "up by an older kwh, or its file changed); kwh rollup --full fixes it")

@@ -217,6 +217,7 @@ class RollupCheck:
     wrong: list[tuple[str, str]] = field(default_factory=list)   # (table, day) whose rows differ from a recompute
     checked: list[str] = field(default_factory=list)              # days recomputed
     pending: list[str] = field(default_factory=list)              # days whose runs changed since their rollup
+    changed_meanwhile: bool = False                               # a writer committed during the check
 
 
 def verify_sample(warehouse: Warehouse, sample: int = CHECK_SAMPLE_DAYS) -> RollupCheck:
@@ -227,6 +228,7 @@ def verify_sample(warehouse: Warehouse, sample: int = CHECK_SAMPLE_DAYS) -> Roll
     covered = warehouse.rollup_coverage()
     if not present and not covered:
         return result       # never rolled up
+    generation = warehouse.snapshot().generation
     con = _connect(warehouse)
     try:
         current = _current_coverage(warehouse, con)
@@ -255,6 +257,9 @@ def verify_sample(warehouse: Warehouse, sample: int = CHECK_SAMPLE_DAYS) -> Roll
                     result.wrong.append((name, day))
     finally:
         con.close()
+    if warehouse.snapshot().generation != generation:
+        # a writer committed meanwhile: the connection's files and the identities read may disagree
+        return RollupCheck(changed_meanwhile=True)
     return result
 
 
