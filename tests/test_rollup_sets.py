@@ -41,7 +41,8 @@ def dated_copy(tmp_path, folder: str, day: str, name: str | None = None):
 
 @pytest.fixture
 def three_days(tmp_path):
-    return [dated_copy(tmp_path, "ncu-gpt2-h100", "2026-11-20"), dated_copy(tmp_path, "ncu-llama-h100-variants", "2026-11-21"),
+    return [dated_copy(tmp_path, "ncu-gpt2-h100", "2026-11-20"),
+            dated_copy(tmp_path, "ncu-llama-h100-variants", "2026-11-21"),
             dated_copy(tmp_path, "ncu-custom-cupy-h100", "2026-11-22")]
 
 
@@ -63,8 +64,8 @@ def committed_relative(warehouse: Warehouse, path) -> str:
 
 
 def run_of_day(warehouse: Warehouse, day: str, model: str | None = None) -> str:
-    (run_id,), = rows(warehouse, "SELECT run_id FROM runs WHERE run_date = CAST(? AS DATE) AND model = coalesce(?, model)",
-                      [day, model])
+    (run_id,), = rows(warehouse, "SELECT run_id FROM runs WHERE run_date = CAST(? AS DATE) "
+                                 "AND model = coalesce(?, model)", [day, model])
     return run_id
 
 
@@ -189,11 +190,11 @@ def test_check_names_a_day_whose_rollup_rows_are_wrong(three_days, new_warehouse
     for name in (warehouse.root / relative, warehouse.root / store.FILES / relative):
         name.unlink(missing_ok=True)
         pq.write_table(table, name)
-    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root),
-                                       *(["--catalog", warehouse.catalog_url] if warehouse.catalog_url else []), "check"])
+    catalog_option = ["--catalog", warehouse.catalog_url] if warehouse.catalog_url else []
+    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root), *catalog_option, "check"])
     assert result.exit_code == 1
-    assert ("rollup_kernels_daily/day=2026-11-21: its rows differ from what the runs of that day give now (rolled up by "
-            "an older kwh, or its file changed); kwh rollup --full fixes it") in result.output
+    assert ("rollup_kernels_daily/day=2026-11-21: its rows differ from what the runs of that day give now "
+            "(rolled up by an older kwh, or its file changed); kwh rollup --full fixes it") in result.output
     rollup.rollup(warehouse, full=True)
     assert check.check(warehouse).ok
 
