@@ -35,6 +35,7 @@ may write): no seal is kept for a catalog inside the folder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -50,8 +51,9 @@ from kwarehouse.errors import KwhError
 
 # 2: parquet_runs, retired_files, rollup_files, rollup_state
 # 3: warehouse_id and generation in catalog_info, ingested_files.size, write_intents
-# (empty_files came without a new version: create_or_upgrade's create_all adds it to any catalog a
-# writer opens, and an older kwh sharing the catalog loses nothing by not knowing it)
+# (empty_files, run_commits and rollup_coverage came without a new version: create_or_upgrade's
+# create_all adds them to any catalog a writer opens, and an older kwh sharing the catalog loses
+# nothing by not knowing them: runs it commits change their updated_at, which a run's identity includes)
 CATALOG_VERSION = 3
 IDENTITY_FILE = "warehouse.json"
 # which writer of the catalog last wrote from this folder (see the module docstring)
@@ -116,6 +118,23 @@ catalog_rollup_files = sa.Table(
     sa.Column("table_name", sa.String, nullable=False),
     sa.Column("day", sa.String, nullable=False),
 )
+# Which runs each day's rollup rows were computed from: kwh rollup recomputes exactly the days whose
+# runs (added, taken out, replaced) differ from what their rollup covered, whatever any writer's
+# clock said when it committed (issue 32). runs_hash: see runs_hash().
+catalog_rollup_coverage = sa.Table(
+    "rollup_coverage", _meta,
+    sa.Column("day", sa.String, primary_key=True),
+    sa.Column("runs_hash", sa.String, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False),
+)
+# The commit that last wrote each run's rows: a random id that every commit of the run (an ingest, a
+# re-ingest that replaces it, kwh renormalize) changes and kwh compact, which only moves its rows
+# between files, does not.
+catalog_run_commits = sa.Table(
+    "run_commits", _meta,
+    sa.Column("run_id", sa.String, primary_key=True),
+    sa.Column("commit_id", sa.String, nullable=False),
+)
 catalog_rollup_state = sa.Table(
     "rollup_state", _meta,
     sa.Column("name", sa.String, primary_key=True),
@@ -158,6 +177,63 @@ def engine_url(url: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+def clock(con: sa.Connection) -> datetime:
+    """The catalog's clock (UTC): what the retire grace is measured on, so that a writer whose own
+    clock is off (a second host, an NTP step) neither deletes files early nor keeps them for ever.
+
+    PostgreSQL: the server's clock. SQLite: the clock of the file system holding catalog.sqlite, read
+    as the time it stamps on a file touched there (on a network share the server's, as PostgreSQL's);
+    a writer process's clock (catalog.now) never enters it. Falls back to now() for a catalog with no
+    file (sqlite://) or a folder that cannot be written."""
+    if con.dialect.name == "postgresql":
+        return con.execute(sa.text("SELECT timezone('UTC', clock_timestamp())")).scalar()
+    database = con.engine.url.database if con.dialect.name == "sqlite" else None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        stamp = Path(database).with_name(f".{Path(database).name}.clock")
+        try:
+            stamp.touch()
+            os.utime(stamp)     # times=None: the file system's "now" (NFS: the server's)
+            return datetime.fromtimestamp(stamp.stat().st_mtime_ns / 1e9, UTC).replace(tzinfo=None)
+        except OSError:
+            pass
+    return now()
+
+
+def record_commits(con: sa.Connection, run_ids: list[str], commit_id: str) -> None:
+    """Give runs just committed a new commit id (see catalog_run_commits)."""
+    if run_ids:
+        con.execute(catalog_run_commits.delete().where(catalog_run_commits.c.run_id.in_(run_ids)))
+        con.execute(catalog_run_commits.insert(), [{"run_id": r, "commit_id": commit_id} for r in run_ids])
+
+
+def forget_commits(con: sa.Connection, run_ids: list[str]) -> None:
+    if run_ids:
+        con.execute(catalog_run_commits.delete().where(catalog_run_commits.c.run_id.in_(run_ids)))
+
+
+def run_identities(con: sa.Connection) -> dict[str, str]:
+    """run_id -> what changes whenever the run's rows change: its commit id and its updated_at (the
+    latter for runs an older kwh committed, which records no commit id). Compared for equality only,
+    never ordered, so no clock decides whether a run is new."""
+    commits = dict(con.execute(sa.select(catalog_run_commits.c.run_id, catalog_run_commits.c.commit_id)).all()) \
+        if sa.inspect(con).has_table(catalog_run_commits.name) else {}
+    return {run_id: f"{commits.get(run_id, '')}@{updated_at.isoformat()}"
+            for run_id, updated_at in con.execute(sa.select(catalog_runs.c.run_id, catalog_runs.c.updated_at))}
+
+
+def runs_hash(identities: list[tuple[str, str]]) -> str:
+    """One day's runs as one value: a hash of its sorted (run_id, identity) pairs."""
+    return hashlib.sha256(json.dumps(sorted(identities)).encode()).hexdigest()
+
+
+def rollup_coverage(con: sa.Connection) -> dict[str, str]:
+    """day -> runs_hash of the runs its rollup rows were computed from ({} on a catalog no writer of
+    this kwh has opened yet)."""
+    if not sa.inspect(con).has_table(catalog_rollup_coverage.name):
+        return {}
+    return dict(con.execute(sa.select(catalog_rollup_coverage.c.day, catalog_rollup_coverage.c.runs_hash)).all())
 
 
 def describe(url: str | None, root: Path) -> str:

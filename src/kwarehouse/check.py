@@ -33,9 +33,10 @@ import duckdb
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import catalog, publish, schema, store
+from kwarehouse import catalog, publish, rollup, schema, store
 from kwarehouse.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
                                 catalog_rollup_files, catalog_runs, write_intents)
+from kwarehouse.errors import first_line
 from kwarehouse.store import Warehouse
 
 
@@ -179,6 +180,10 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         if strays:
             found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
+    if found.problems:
+        found.notes.append("the rollups were not checked: repair the problems above first")
+    else:
+        _check_rollups(warehouse, found)
     published = publish.problem(warehouse, thorough=True)
     if published is not None and published.startswith(publish.CHANGED_OUTSIDE):
         found.problems.append(f"{warehouse.duckdb_path.name}: {published}: DuckDB sessions reading it get other "
@@ -189,6 +194,26 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
     elif not _duckdb_opens(warehouse):
         found.problems.append(f"{warehouse.duckdb_path.name}: cannot be opened (damaged, or open in a DuckDB session)")
     return found
+
+
+def _check_rollups(warehouse: Warehouse, found: _Found) -> None:
+    """Recompute a sample of rolled-up days and name each whose rollup rows differ; note the days whose
+    runs changed since their rollup (not a problem: the next kwh rollup recomputes exactly those)."""
+    try:
+        sampled = rollup.verify_sample(warehouse)
+    except duckdb.Error as exc:
+        found.problems.append(f"the rollups could not be recomputed to check them ({first_line(exc)}); "
+                              "kwh rollup --full rebuilds them")
+        return
+    if sampled.changed_meanwhile:
+        found.notes.append("the rollups were not checked: a writer committed while they were being recomputed")
+    for name, day in sampled.wrong:
+        found.problems.append(f"{name}/day={day}: its rows differ from what the runs of that day give now (rolled "
+                              "up by an older kwh, or its file changed); kwh rollup --full fixes it")
+    if sampled.pending:
+        days = ", ".join(sampled.pending[:5]) + (", ..." if len(sampled.pending) > 5 else "")
+        found.notes.append(f"{len(sampled.pending)} day(s) have runs added, replaced or taken out since their last "
+                           f"rollup ({days}); kwh rollup updates them")
 
 
 def _folder_problem(warehouse: Warehouse, path: str) -> str | None:

@@ -6,26 +6,35 @@ runs give real timeline time (their launches, or an nsys stats export's kernel s
 The tools are never added together: ncu replay time and timeline time are different clocks.
 
 The day of a run is its manifest date, else the day its export records (an nsys export's session start),
-else the UTC day it was ingested. A rollup run reads the
-catalog's per-run update times, finds the days touched by runs committed (ingested, merged or
-renormalized) since the last rollup, and recomputes exactly those days from all runs of those days:
-a day is always computed the same way from the same runs, so an incremental rollup equals `--full`,
-a second rollup with nothing new writes nothing, and a late run for an old day rewrites that day
-only. `--full` recomputes every day and drops days no run has any more.
+else the UTC day it was ingested. Each rollup records, per day, which runs it was computed from (a
+hash of their ids and commit identities, catalog.rollup_coverage); a rollup run recomputes exactly the
+days whose runs differ from that (a run added, taken out by check --repair, replaced by a re-ingest or
+kwh renormalize) from all runs of those days, and drops the days no run has any more. No clock enters
+the choice: a writer whose clock is behind or ahead commits runs that are rolled up all the same. A day
+is always computed the same way from the same runs, so an incremental rollup equals `--full`, a second
+rollup with nothing new writes nothing, and a late run for an old day rewrites that day only. `--full`
+recomputes every day. `kwh check` recomputes a sample of days in memory (verify_sample).
 """
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass, field
-from datetime import datetime
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kwarehouse import catalog, schema
 from kwarehouse.store import Warehouse
 
-WATERMARK = "runs_updated_through"
 ROLLUP_TABLES = ("rollup_kernels_daily", "rollup_libraries_daily")
+# How many days kwh check recomputes: days an older kwh rolled up (no coverage recorded) first, then
+# the newest, then days at random, so that successive checks go over all of them.
+CHECK_SAMPLE_DAYS = 3
+# Sums over the same rows in another file order (after kwh compact) differ in the last bits.
+CHECK_RELATIVE_TOLERANCE = 1e-9
 
 # every run that can hold kernels (telemetry runs hold GPU samples only)
 RUN_DAYS = """
@@ -138,51 +147,138 @@ ORDER BY 1, 2, 3, 4, 5
 @dataclass
 class RollupReport:
     days: list[str] = field(default_factory=list)        # days recomputed
-    dropped: list[str] = field(default_factory=list)     # days removed (--full: no run left)
+    dropped: list[str] = field(default_factory=list)     # days removed: no run has them any more
     repairs: list[str] = field(default_factory=list)
 
 
 def rollup(warehouse: Warehouse, full: bool = False) -> RollupReport:
-    """Recompute the daily rollups of the days touched since the last rollup (all with full)."""
+    """Recompute the daily rollups of the days whose runs changed since their last rollup (all with full)."""
     report = RollupReport()
     if not warehouse.exists:
         return report
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
-        updates = dict(warehouse.run_updates())
-        if not updates:
-            return report
-        state = warehouse.rollup_state()
-        watermark = None if full or WATERMARK not in state else datetime.fromisoformat(state[WATERMARK])
-        con = warehouse.connect()
-        # one thread: sums add up in file order, so a day computes to the same bits every time
-        con.execute("SET threads = 1")
+        covered = {} if full else warehouse.rollup_coverage()
+        present = warehouse.rollup_days()
+        con = _connect(warehouse)
         try:
-            run_days = dict((r, str(d)) for r, _, d in con.execute(RUN_DAYS).fetchall())
-            changed = [r for r, at in updates.items() if watermark is None or at > watermark]
-            days = sorted({run_days[r] for r in changed if r in run_days} if not full else set(run_days.values()))
-            tables: dict[tuple[str, str], pa.Table] = {}
-            if days:
-                for name, sql in (("rollup_kernels_daily", KERNELS_DAILY), ("rollup_libraries_daily", LIBRARIES_DAILY)):
-                    result = con.sql(sql.format(run_days=RUN_DAYS), params={"days": days}).to_arrow_table()
-                    for day in days:
-                        rows = result.filter(pc.equal(pc.cast(result["day"], pa.string()), day))
-                        tables[(name, day)] = rows
+            current = _current_coverage(warehouse, con)
+            days = sorted(day for day, runs in current.items() if covered.get(day) != runs[0])
+            tables = compute(con, days)
         finally:
             con.close()
         drop: dict[str, list[str]] = {}
         for (name, day), rows in list(tables.items()):
-            if rows.num_rows == 0:      # a day whose runs are gone: its rollup files go too
+            if rows.num_rows == 0:      # a day whose runs hold no kernels: no rollup file
                 del tables[(name, day)]
-                drop.setdefault(name, []).append(day)
-        if full:
-            present = warehouse.rollup_days()
-            for name in ROLLUP_TABLES:
-                stale = sorted(set(present.get(name, [])) - set(days))
-                drop.setdefault(name, []).extend(stale)
-                report.dropped.extend(stale)
-        newest = max(updates.values()).isoformat()
-        if tables or any(drop.values()) or state.get(WATERMARK) != newest:
-            warehouse.commit_rollup(tables, {WATERMARK: newest}, drop)
-        report.days = days
+                if day in present.get(name, []):
+                    drop.setdefault(name, []).append(day)
+        gone = sorted((set(covered) | {d for days_of in present.values() for d in days_of}) - set(current))
+        for name in ROLLUP_TABLES:
+            drop.setdefault(name, []).extend(d for d in gone if d in present.get(name, []))
+        coverage: dict[str, tuple[str, int] | None] = {day: current[day] for day in days}
+        coverage.update({day: None for day in gone})
+        if tables or coverage:
+            warehouse.commit_rollup(tables, coverage, drop)
+        report.days, report.dropped = days, gone
     return report
+
+
+def _connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    con = warehouse.connect()
+    # one thread: sums add up in file order, so a day computes to the same bits every time
+    con.execute("SET threads = 1")
+    return con
+
+
+def _current_coverage(warehouse: Warehouse, con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, int]]:
+    """day -> (runs_hash, number of runs) of the runs the connection's snapshot holds for each day."""
+    identities = warehouse.run_identities()
+    of_day: dict[str, list[tuple[str, str]]] = {}
+    for run_id, _, day in con.execute(RUN_DAYS).fetchall():
+        of_day.setdefault(str(day), []).append((run_id, identities.get(run_id, "")))
+    return {day: (catalog.runs_hash(runs), len(runs)) for day, runs in of_day.items()}
+
+
+def compute(con: duckdb.DuckDBPyConnection, days: list[str]) -> dict[tuple[str, str], pa.Table]:
+    """(rollup table, day) -> its rows, computed from every run of those days."""
+    tables: dict[tuple[str, str], pa.Table] = {}
+    if not days:
+        return tables
+    for name, sql in (("rollup_kernels_daily", KERNELS_DAILY), ("rollup_libraries_daily", LIBRARIES_DAILY)):
+        result = con.sql(sql.format(run_days=RUN_DAYS), params={"days": days}).to_arrow_table()
+        for day in days:
+            tables[(name, day)] = result.filter(pc.equal(pc.cast(result["day"], pa.string()), day))
+    return tables
+
+
+@dataclass
+class RollupCheck:
+    wrong: list[tuple[str, str]] = field(default_factory=list)   # (table, day) whose rows differ from a recompute
+    checked: list[str] = field(default_factory=list)              # days recomputed
+    pending: list[str] = field(default_factory=list)              # days whose runs changed since their rollup
+    changed_meanwhile: bool = False                               # a writer committed during the check
+
+
+def verify_sample(warehouse: Warehouse, sample: int = CHECK_SAMPLE_DAYS) -> RollupCheck:
+    """Recompute a sample of rolled-up days in memory and compare them with their rollup rows; list the
+    days whose runs changed since their last rollup (the next kwh rollup recomputes those)."""
+    result = RollupCheck()
+    present = warehouse.rollup_days()
+    covered = warehouse.rollup_coverage()
+    if not present and not covered:
+        return result       # never rolled up
+    generation = warehouse.snapshot().generation
+    con = _connect(warehouse)
+    try:
+        current = _current_coverage(warehouse, con)
+        rolled = {d for days_of in present.values() for d in days_of}
+        # runs added, replaced or taken out since the day's rollup; a day an older kwh rolled up (no
+        # coverage recorded) is not known to be stale: the sample below recomputes it
+        changed = set()
+        for day, (runs, _) in current.items():
+            if covered.get(day) != runs and (day in covered or day not in rolled):
+                changed.add(day)
+        result.pending = sorted(changed | (set(covered) | rolled) - set(current))
+        trusted = sorted(d for d in current if covered.get(d) == current[d][0])
+        uncovered = sorted(d for d in rolled & set(current) if d not in covered)
+        chosen = uncovered[:sample]
+        rest = [d for d in trusted if d not in chosen]
+        if rest and len(chosen) < sample:
+            chosen.append(rest.pop())           # the newest
+        chosen += random.sample(rest, min(len(rest), sample - len(chosen)))
+        result.checked = sorted(chosen)
+        computed = compute(con, result.checked)
+        for name in ROLLUP_TABLES:
+            for day in result.checked:
+                stored = con.sql(f"SELECT * FROM {name} WHERE CAST(day AS VARCHAR) = $day",
+                                 params={"day": day}).to_arrow_table()
+                if not _same_rows(stored, schema.conform(name, computed[(name, day)])):
+                    result.wrong.append((name, day))
+    finally:
+        con.close()
+    if warehouse.snapshot().generation != generation:
+        # a writer committed meanwhile: the connection's files and the identities read may disagree
+        return RollupCheck(changed_meanwhile=True)
+    return result
+
+
+def _same_rows(stored: pa.Table, computed: pa.Table) -> bool:
+    """Whether two tables hold the same rows (any order; numbers equal within CHECK_RELATIVE_TOLERANCE)."""
+    columns = [c for c in stored.column_names if c in computed.column_names]
+    if stored.num_rows != computed.num_rows or len(columns) != len(stored.column_names):
+        return False
+
+    def keyed(table: pa.Table) -> list[tuple]:
+        rows = list(zip(*(table[c].to_pylist() for c in columns))) if table.num_rows else []
+        return sorted(rows, key=lambda row: tuple(repr(v) for v in row if not isinstance(v, float)))
+
+    for one, other in zip(keyed(stored), keyed(computed)):
+        for a, b in zip(one, other):
+            if isinstance(a, float) and isinstance(b, float):
+                if not (a == b or math.isclose(a, b, rel_tol=CHECK_RELATIVE_TOLERANCE)
+                        or (math.isnan(a) and math.isnan(b))):
+                    return False
+            elif str(a) != str(b):
+                return False
+    return True

@@ -43,7 +43,7 @@ import sqlalchemy as sa
 from kwarehouse import catalog, normalize, schema, views
 from kwarehouse.catalog import (CATALOG_VERSION, catalog_files, catalog_info, catalog_parquet,  # noqa: F401
                                 catalog_parquet_runs, catalog_retired, catalog_rollup_files,
-                                catalog_rollup_state, catalog_runs, write_intents)
+                                catalog_rollup_coverage, catalog_rollup_state, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError, first_line
 
 # The long metrics table is written sorted by metric name, in small row groups, so that a filter on
@@ -651,11 +651,13 @@ class Warehouse:
                 else:
                     con.execute(catalog_runs.update().where(catalog_runs.c.run_id == run_id)
                                 .values(model=staged.model, gpu=staged.gpu, updated_at=now))
-            self._swap_files(con, retired, moves, now)
+            catalog.record_commits(con, [staged.run_id for staged, _ in batch], txn)
+            self._swap_files(con, retired, moves)
             gone = sorted(set(supersedes) - {staged.run_id for staged, _ in batch})
             if gone:
                 con.execute(catalog_files.delete().where(catalog_files.c.run_id.in_(gone)))
                 con.execute(catalog_runs.delete().where(catalog_runs.c.run_id.in_(gone)))
+                catalog.forget_commits(con, gone)
             for staged, files in batch:
                 for f in files:
                     con.execute(catalog_files.insert().values(sha256=f.sha256, path=f.path, format=f.format,
@@ -721,12 +723,14 @@ class Warehouse:
         return relative
 
     @staticmethod
-    def _swap_files(con, retired: list[str], moves, now: datetime) -> None:
-        """In one catalog transaction: the old files leave the views, the new ones join them."""
+    def _swap_files(con, retired: list[str], moves) -> None:
+        """In one catalog transaction: the old files leave the views, the new ones join them (retired
+        on the catalog's clock, which the grace is measured on)."""
         if retired:
             con.execute(catalog_parquet_runs.delete().where(catalog_parquet_runs.c.path.in_(retired)))
             con.execute(catalog_parquet.delete().where(catalog_parquet.c.path.in_(retired)))
-            con.execute(catalog_retired.insert(), [{"path": p, "retired_at": now} for p in retired])
+            retired_at = catalog.clock(con)
+            con.execute(catalog_retired.insert(), [{"path": p, "retired_at": retired_at} for p in retired])
         for _, relative, name, runs in moves:
             con.execute(catalog_parquet.insert().values(path=relative.as_posix(), table_name=name, run_id=runs[0]))
             con.execute(catalog_parquet_runs.insert(), [{"path": relative.as_posix(), "run_id": r} for r in runs])
@@ -765,17 +769,19 @@ class Warehouse:
             return merged
         self._place(moves)
         with self.engine.begin() as con:
-            self._swap_files(con, retired, moves, catalog.now())
+            self._swap_files(con, retired, moves)
             catalog.bump_generation(con)
         self._detach(retired)
         shutil.rmtree(stage, ignore_errors=True)
         return merged
 
-    def commit_rollup(self, tables: dict[tuple[str, str], pa.Table], state: dict[str, str],
+    def commit_rollup(self, tables: dict[tuple[str, str], pa.Table], coverage: dict[str, tuple[str, int] | None],
                       drop_days: dict[str, list[str]] | None = None) -> None:
-        """Replace the rollup files of the given (table, day)s and record `state`, all or nothing.
+        """Replace the rollup files of the given (table, day)s and record which runs each day now
+        covers, all or nothing.
 
-        Call inside writer(). drop_days: days whose rollup rows no longer exist, per table."""
+        Call inside writer(). coverage: day -> (runs_hash, number of runs), None for a day no run has
+        any more. drop_days: days whose rollup rows no longer exist, per table."""
         txn = uuid.uuid4().hex[:12]
         stage = self.session_dir / txn
         moves = []
@@ -784,11 +790,11 @@ class Warehouse:
             relative = self._stage(stage, relative, name, schema.conform(name, table))
             moves.append((stage / relative, relative, name, day))
         self._place(moves)
-        now = catalog.now()
         replaced = [(name, day) for _, _, name, day in moves] + [
             (name, day) for name, days in (drop_days or {}).items() for day in days]
         retired: list[str] = []
         with self.engine.begin() as con:
+            now = catalog.clock(con)
             for name, day in replaced:
                 condition = sa.and_(catalog_rollup_files.c.table_name == name, catalog_rollup_files.c.day == day)
                 old = list(con.execute(sa.select(catalog_rollup_files.c.path).where(condition)).scalars())
@@ -800,9 +806,12 @@ class Warehouse:
                 con.execute(catalog_rollup_files.insert().values(path=relative.as_posix(), table_name=name, day=day))
             if moves:
                 con.execute(write_intents.delete().where(write_intents.c.path.in_(_intent_paths(moves))))
-            for key, value in state.items():
-                con.execute(catalog_rollup_state.delete().where(catalog_rollup_state.c.name == key))
-                con.execute(catalog_rollup_state.insert().values(name=key, value=value))
+            if coverage:
+                con.execute(catalog_rollup_coverage.delete().where(catalog_rollup_coverage.c.day.in_(sorted(coverage))))
+                covered = [{"day": day, "runs_hash": runs[0], "runs": runs[1]}
+                           for day, runs in sorted(coverage.items()) if runs is not None]
+                if covered:
+                    con.execute(catalog_rollup_coverage.insert(), covered)
             catalog.bump_generation(con)
         self._detach(retired)
         shutil.rmtree(stage, ignore_errors=True)
@@ -814,9 +823,10 @@ class Warehouse:
         if run_ids:
             self.commit_many([], tuple(run_ids))
 
-    def rollup_state(self) -> dict[str, str]:
+    def rollup_coverage(self) -> dict[str, str]:
+        """day -> runs_hash of the runs each day's rollup rows were computed from."""
         with self._read() as con:
-            return dict(con.execute(sa.select(catalog_rollup_state.c.name, catalog_rollup_state.c.value)).all())
+            return catalog.rollup_coverage(con)
 
     def rollup_days(self) -> dict[str, list[str]]:
         with self._read() as con:
@@ -825,10 +835,11 @@ class Warehouse:
                 out.setdefault(name, []).append(day)
             return out
 
-    def run_updates(self) -> list[tuple[str, datetime]]:
-        """(run_id, updated_at) of every run: what kwh rollup compares with its watermark."""
+    def run_identities(self) -> dict[str, str]:
+        """run_id -> its identity (catalog.run_identities): what kwh rollup compares with what each
+        day's rollup covered."""
         with self._read() as con:
-            return list(con.execute(sa.select(catalog_runs.c.run_id, catalog_runs.c.updated_at)).all())
+            return catalog.run_identities(con)
 
     def has_leftovers(self) -> bool:
         """Whether an interrupted writer left work to undo (repair() does), or warehouse.duckdb is
@@ -869,7 +880,8 @@ class Warehouse:
             with self.engine.begin() as con:
                 con.execute(write_intents.delete().where(write_intents.c.path.in_([p for p, _ in intents])))
         self._detach([p for p in retired if (self.root / p).is_file()])   # a crash after their commit
-        now = catalog.now()
+        with self.engine.connect() as con:      # the clock they were retired on, not this writer's
+            now = catalog.clock(con) if retired else None
         expired = [p for p, at in retired.items() if now - at > RETIRE_GRACE]
         if expired:
             # warehouse.duckdb may still name them (its last rebuild failed): rebuild it first, and
