@@ -257,14 +257,17 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
             sql = sql.replace(placeholder, condition)
         bound = {k: v for k, v in {**filters.params, **extra}.items() if f"${k}" in sql}
         return con.execute(sql, bound).fetchall()
-    latest = []
+    latest, sections = [], []
     try:
-        sections = []
         # Real GPU time (kernel_time): timeline time where a model has a timeline on that GPU, else ncu
         # replay time. kernel_time adds up all of a model's runs, so --since keeps the models with a run
         # since that day rather than cutting their runs.
+        gaps = _gaps_section(q)
+        if gaps:
+            sections.append(gaps)
         libraries = [r[0] for r in q("libraries")]
         if not libraries:
+            sections.append("<p>No kernels match.</p>")
             raise _Empty
         sections.append(_model_efficiency_section(q))
         sections.append(_time_basis_section(q))
@@ -336,10 +339,39 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
             sections.append(regressions_section(warehouse, model, days[-2], days[-1]))
     title = "kwarehouse report" + "".join(f" · {k} {v}" for k, v in filters.params.items() if v)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = "".join(sections) or "<p>No kernels match.</p>"
+    body = "".join(sections) or "<p>No kernels match.</p>"   # (no run matches the filters either)
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_esc(title)}</h1><p class=\"how\">Generated {generated} from "
             f"{_esc(str(warehouse.root))}.</p>{body}</body></html>")
+
+
+def _gaps_section(q) -> str:
+    """Per model and GPU, what its data lacks and which answers that costs: no ncu counters, no
+    timeline, runs without kernels, ncu launches without a duration, time ncu did not profile."""
+    rows = []
+    for model, gpu, tools, ncu_runs, timeline_runs, empty_runs, untimed, unprofiled_pct in q("data_gaps"):
+        missing = []
+        if ncu_runs == 0:
+            missing.append("no ncu counters: its kernels are 'not profiled' (no roofline dot, bottleneck class or "
+                           "counter-based signal); profile it with ncu (kwh profile)")
+        elif unprofiled_pct:
+            missing.append(f"{unprofiled_pct:g} % of its GPU time is in kernels ncu did not profile")
+        if timeline_runs == 0:
+            missing.append("no timeline (nsys or PyTorch trace): its GPU time is ncu replay time and it has no "
+                           "idle-time or launch-bound answer")
+        if empty_runs:
+            missing.append(f"{empty_runs} run(s) hold no kernel (nothing ran on the GPU, or the export kept none)")
+        if untimed:
+            missing.append(f"{untimed} ncu launch(es) without a duration (an ncu --metrics list or a one-section "
+                           "page): no GPU time, and 'not enough data' verdicts")
+        if missing:
+            rows.append((model, gpu, tools, "; ".join(missing)))
+    if not rows:
+        return ""
+    return _section("What the data lacks",
+                    "per model and GPU, the sources it has and what is missing from them, with the answers that costs "
+                    "(the charts below leave those parts out rather than guess them).",
+                    _table(["model", "GPU", "sources", "missing"], rows))
 
 
 def _bottleneck_sections(q) -> list[str]:
@@ -354,11 +386,11 @@ def _bottleneck_sections(q) -> list[str]:
                      "it (this model's, borrowed from another model's run of the same kernel, or none: 'not profiled'), "
                      "ncu's own verdict (SOLBottleneck) and whether kwh agrees, the metric values that decided it "
                      "(cut-offs in the bottleneck_thresholds table) and the fix.",
-                     "".join(f'<h3>{_esc(model)}</h3>' + _table(
+                     "".join(f'<h3>{_esc(model)} on {_esc(gpu)}</h3>' + _table(
                          ["kernel", "library", "bottleneck", "limiting unit", "GPU time (us)", "% of model GPU time",
                           "time basis", "counters from", "SM %", "memory %", "ncu verdict", "agrees with ncu",
-                          "decided by (longest ncu launch)", "fix"], [r[1:] for r in model_rows])
-                         for model, model_rows in _by_first(rows)))]
+                          "decided by (longest ncu launch)", "fix"], [r[2:] for r in model_rows])
+                         for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)))]
 
 
 def _signal_sections(q) -> list[str]:
@@ -394,11 +426,11 @@ def _signal_sections(q) -> list[str]:
     return sections
 
 
-def _by_first(rows: list[tuple]) -> list[tuple[str, list[tuple]]]:
-    """Rows grouped by their first column, in order of first appearance."""
-    grouped: dict[str, list[tuple]] = {}
+def _by_first(rows: list[tuple], strip: bool = False) -> list[tuple[object, list[tuple]]]:
+    """Rows grouped by their first column, in order of first appearance (strip: without that column)."""
+    grouped: dict[object, list[tuple]] = {}
     for row in rows:
-        grouped.setdefault(row[0], []).append(row)
+        grouped.setdefault(row[0], []).append(row[1:] if strip else row)
     return list(grouped.items())
 
 
