@@ -225,7 +225,10 @@ def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e6 else _fmt(value)
+        # the queries round what they show; 4 significant digits would cut 16,337.9 us to 1.634e+04
+        if abs(value) >= 1e3:
+            return f"{value:,.1f}".removesuffix(".0")
+        return f"{value:,.4g}"
     return str(value)
 
 
