@@ -354,6 +354,11 @@ def _gaps_section(q) -> str:
     rows = []
     for model, gpu, tools, ncu_runs, timeline_runs, empty_runs, untimed, unprofiled_pct in q("data_gaps"):
         missing = []
+        if empty_runs and empty_runs == ncu_runs + timeline_runs:
+            # every run of it is empty: which tool is missing says nothing more
+            rows.append((model, gpu, tools, f"{empty_runs} run(s), none holding a kernel (nothing ran on the GPU, "
+                                             "or the export kept none): no answer for it"))
+            continue
         if ncu_runs == 0:
             missing.append("no ncu counters: its kernels are 'not profiled' (no roofline dot, bottleneck class or "
                            "counter-based signal); profile it with ncu (kwh profile)")
