@@ -143,9 +143,15 @@ def answers(mixed, tmp_path_factory) -> dict[str, str]:
     return answers_everything(warehouse, tmp_path_factory.mktemp("answers"), ["metrics-list-cupy"])
 
 
-def test_every_answer_over_every_export(answers):
+def test_every_answer_over_every_export(mixed, answers):
     assert answers["report"].startswith("wrote ") and answers["report metrics-list-cupy"].startswith("wrote ")
     assert answers["rollup"].startswith("rolled up ")
+    # kwh summary leads with model_efficiency (issue 33 item 5): its first table, one line per model and run
+    warehouse, _ = mixed
+    first_table = answers["summary"].split("\n\n")[0].splitlines()
+    assert first_table[0].startswith("Model efficiency") and first_table[1].split()[:4] == ["model", "run", "time_basis", "mfu_pct"]
+    expected = rows(warehouse, "SELECT model, left(run_id, 8) FROM model_efficiency ORDER BY model, time_basis DESC, run_id")
+    assert [tuple(line.split()[:2]) for line in first_table[3:-1]] == expected
 
 
 def test_partial_data_says_not_enough_data(mixed, answers):
