@@ -331,12 +331,15 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     return out
 
 
-def test_every_report_query_is_a_described_sql_file_the_report_loads():
-    source = Path(report.__file__).read_text()
+def test_every_report_and_summary_query_is_a_described_sql_file_that_is_loaded():
+    from kwarehouse import summary
+    sources = {module: Path(module.__file__).read_text() for module in (report, summary)}
     files = sorted(report.SQL_DIR.glob("*.sql"))
-    assert files
+    assert files and summary.SQL_DIR == report.SQL_DIR
     for path in files:
         assert path.read_text().startswith("-- "), path.name
-        assert f'q("{path.stem}"' in source, f"{path.name} is not loaded"
-    # no query text left in the module: every SELECT lives in report_sql/
-    assert not re.search(r'"\s*(SELECT|WITH)\b', source)
+        assert (f'q("{path.stem}"' in sources[report] or f'_query(warehouse, "{path.stem}"' in sources[summary]), \
+            f"{path.name} is not loaded"
+    # no query text left in the modules: every SELECT lives in report_sql/
+    for source in sources.values():
+        assert not re.search(r'"\s*(SELECT|WITH)\b', source)
