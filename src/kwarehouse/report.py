@@ -461,8 +461,12 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             continue
         # dots sized by real GPU time (kernel_time); ncu replay time only where no kernel_time row has the kernel
         size_ns = real_ns if real_ns is not None else ncu_ns
-        time_note = (f"{size_ns / 1e3:,.1f} us real GPU time ({time_basis})" if real_ns is not None
-                     else f"{size_ns / 1e3:,.1f} us ncu replay time (no timeline ran it)")
+        if real_ns is None:
+            time_note = f"{size_ns / 1e3:,.1f} us ncu replay time (no kernel_time row: no timeline ran it)"
+        elif time_basis == "timeline":
+            time_note = f"{size_ns / 1e3:,.1f} us real GPU time (timeline)"
+        else:   # its models have no timeline on this GPU (or some have): kernel_time says which
+            time_note = f"{size_ns / 1e3:,.1f} us GPU time ({time_basis})"
         point = dict(x=intensity, y=executed, size=size_ns or 0, library=library, kernel_id=kernel_id,
                      label=f"{name} ({library}): {intensity:.3g} FLOP per DRAM byte"
                            + (f", {l2_intensity:.3g} per L2 byte" if l2_intensity else "")
