@@ -130,6 +130,7 @@ def answers_everything(warehouse: Warehouse, tmp_path: Path, report_models: list
            "unclassified": invoke(warehouse, "kernels", "--unclassified").output,
            "report": invoke(warehouse, "report", "-o", str(tmp_path / "all.html")).output,
            "rollup": invoke(warehouse, "rollup", "--full").output}
+    out["report.html"] = (tmp_path / "all.html").read_text(encoding="utf-8")
     for model in report_models:
         out[f"report {model}"] = invoke(warehouse, "report", "-o", str(tmp_path / f"{model}.html"), "--model", model).output
     return out
@@ -142,9 +143,15 @@ def answers(mixed, tmp_path_factory) -> dict[str, str]:
     return answers_everything(warehouse, tmp_path_factory.mktemp("answers"), ["metrics-list-cupy"])
 
 
-def test_every_answer_over_every_export(answers):
+def test_every_answer_over_every_export(mixed, answers):
     assert answers["report"].startswith("wrote ") and answers["report metrics-list-cupy"].startswith("wrote ")
     assert answers["rollup"].startswith("rolled up ")
+    # kwh summary leads with model_efficiency (issue 33 item 5): its first table, one line per model and run
+    warehouse, _ = mixed
+    first_table = answers["summary"].split("\n\n")[0].splitlines()
+    assert first_table[0].startswith("Model efficiency") and first_table[1].split()[:4] == ["model", "run", "time_basis", "mfu_pct"]
+    expected = rows(warehouse, "SELECT model, left(run_id, 8) FROM model_efficiency ORDER BY model, time_basis DESC, run_id")
+    assert [tuple(line.split()[:2]) for line in first_table[3:-1]] == expected
 
 
 def test_partial_data_says_not_enough_data(mixed, answers):
@@ -168,6 +175,57 @@ def test_partial_data_says_not_enough_data(mixed, answers):
     # RTX 5090 GEMM that only the single-page public sample holds
     assert "not enough data: no waves per SM" in answers["kernels"]
     assert "not enough data: no waves per SM" in answers["summary"]
+
+
+def test_the_report_says_what_each_partial_export_lacks(mixed, answers):
+    """The report names, per model, the data its answers lack: a metrics list's launches without a
+    duration, a trace without ncu counters, ncu without a timeline."""
+    from test_report import ReportPage
+    warehouse, _ = mixed
+    lacks = {(r["model"], r["GPU"]): r["missing"] for r in ReportPage(answers["report.html"]).records("What the data lacks")}
+    by_model = {}
+    for (model, _), missing in lacks.items():
+        by_model.setdefault(model, []).append(missing)
+    for model in ("metrics-list-gpt2", "metrics-list-cupy", "one-section-gpt2"):
+        assert any("launch(es) without a duration" in m for m in by_model[model]), by_model[model]
+    # ncu profiled part of gpt2_train's kernels: the report gives the share of its real time it did not
+    (unprofiled,) = rows(warehouse, "SELECT round(100 * sum(gpu_time_ns) FILTER (WHERE counter_match = 'not profiled') "
+                                    "/ sum(gpu_time_ns), 1) FROM kernel_time WHERE model = 'gpt2_train'")[0]
+    assert 0 < unprofiled < 100
+    assert f"{unprofiled:g} % of its GPU time is in kernels ncu did not profile" in by_model["gpt2_train"]
+    assert any(m.startswith("no ncu counters") for m in by_model["nsys-sqlite-a100"])   # an nsys report only
+    assert any(m.startswith("no timeline") for m in by_model["llama"])                  # ncu only
+    assert "compiled_mlp" not in by_model       # ncu and a trace, every kernel profiled: nothing to say
+
+
+# One warehouse per kind of partial data (real exports of that kind alone): the report never crashes,
+# says what is missing, and leaves out the sections that would need it.
+ALONE = {
+    "torch traces only": ([DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train"], "no ncu counters",
+                          ["Idle time between kernels"], ["Roofline", "Warp stall"]),
+    "nsys only": ([DATA / "nsys-sqlite-a100"], "no ncu counters", ["Idle time between kernels"], ["Roofline"]),
+    "ncu replay runs only": ([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], "no timeline",
+                             ["Bottleneck class per model", "Warp stall"], ["Idle time", "Top kernels ncu did not profile"]),
+    "one run with no kernels": ([DATA / "text-nsys-l40s-nokernels"], "none holding a kernel", [], ["Roofline", "Model efficiency"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALONE))
+def test_the_report_on_one_kind_of_data_alone(case, tmp_path):
+    from test_report import ReportPage
+    sources, lack, present, absent = ALONE[case]
+    warehouse = Warehouse(tmp_path / "wh")
+    assert pipeline.ingest(sources, warehouse).failed == []
+    output = invoke(warehouse, "report", "-o", str(tmp_path / "report.html")).output
+    assert output.startswith("wrote ")
+    page = ReportPage((tmp_path / "report.html").read_text(encoding="utf-8"))
+    models = {m for m, in rows(warehouse, "SELECT DISTINCT model FROM runs")}
+    lacks = page.records("What the data lacks")
+    assert {r["model"] for r in lacks} == models and all(lack in r["missing"] for r in lacks), lacks
+    for title in present:
+        assert any(t.startswith(title) for t in page.sections), (title, list(page.sections))
+    for title in absent:
+        assert not any(t.startswith(title) for t in page.sections), (title, list(page.sections))
 
 
 def test_fixes_only_for_the_stack_the_run_used(mixed):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import tarfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,245 @@ def test_filters_keep_the_stall_section_and_labels_and_colours_are_distinct(tmp_
                                     ("at::native::vectorized_elementwise_kernel", "bbbbbb22"),
                                     ("k", "cccccc33")])
     assert len(set(labels)) == 3 and labels[2] == "k" and labels[0].endswith("#aaaaaa")
+
+
+# --- issue 33 item 6: each report item checked against the views it draws on ------------------------------
+
+class ReportPage(HTMLParser):
+    """The report's sections as data: per <h2> title, its tables (grouped under the <h3> before them:
+    [heading, header row, rows]), its circles (attributes and tooltip) and its lines."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.sections: dict[str, dict] = {}
+        self._section: dict | None = None
+        self._heading: str | None = None
+        self._text: str | None = None
+        self._cell: list[str] | None = None
+        self._circle: dict | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("h2", "h3", "title"):
+            self._text = ""
+        elif tag == "table":
+            self._section["tables"].append([self._heading, []])
+        elif tag == "tr":
+            self._section["tables"][-1][1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "circle":
+            self._circle = attrs
+            self._section["circles"].append(attrs)
+        elif tag == "line" and self._section is not None:
+            self._section["lines"].append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self._section = self.sections[self._text] = {"tables": [], "circles": [], "lines": []}
+            self._heading, self._text = None, None
+        elif tag == "h3":
+            self._heading, self._text = self._text, None
+        elif tag == "title" and self._circle is not None:
+            self._circle["title"], self._text = self._text, None
+        elif tag == "title":
+            self._text = None
+        elif tag in ("td", "th"):
+            self._section["tables"][-1][1][-1].append("".join(self._cell))
+            self._cell = None
+        elif tag == "circle":
+            self._circle = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text += data
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def section(self, prefix: str) -> dict:
+        (title,) = [t for t in self.sections if t.startswith(prefix)]
+        return self.sections[title]
+
+    def records(self, prefix: str) -> list[dict]:
+        """Every row of a section's tables as {column: text}, with the table's <h3> heading as 'heading'."""
+        out = []
+        for heading, (header, *rows) in self.section(prefix)["tables"]:
+            out.extend({"heading": heading, **dict(zip(header, row))} for row in rows)
+        return out
+
+
+def number(cell: str) -> float | None:
+    """A table cell back as a number (the report prints thousands separators: 16,337.9)."""
+    return float(cell.replace(",", "")) if cell.strip() else None
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+@pytest.fixture(scope="module", params=["test exports", pytest.param("corpus", marks=pytest.mark.skipif(
+    not CORPUS.is_dir(), reason="../shared/corpus not present"))])
+def issue33(request, tmp_path_factory) -> tuple[Warehouse, ReportPage, str]:
+    """'test exports': gpt2 profiled with the tensor roofline section (padded cuDNN attention, the QKV
+    GEMM) beside its PyTorch trace and gpt2_train's (kernels ncu never profiled, GEMMs two models share,
+    launch-bound runs), CuPy's ncu run and trace, and llama with ncu replay time only. 'corpus': both
+    corpora of ../shared (B with tensor counters: padded convolutions and attention). And its report."""
+    base = tmp_path_factory.mktemp("issue33")
+    if request.param == "corpus":
+        sources = []
+        for tarball in sorted(CORPUS.glob("*/*.tar.xz")):
+            target = base / tarball.parent.name
+            target.mkdir(exist_ok=True)
+            with tarfile.open(tarball) as archive:
+                archive.extractall(target, filter="data")
+            sources.append(target / tarball.name.removesuffix(".tar.xz"))
+    else:
+        sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
+                   DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
+    warehouse = Warehouse(base / "wh")
+    result = pipeline.ingest(sources, warehouse)
+    assert result.failed == []
+    return warehouse, ReportPage(report.build(warehouse)), request.param
+
+
+def query(warehouse: Warehouse, sql: str, params=None) -> list[tuple]:
+    con = warehouse.connect()
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def test_roofline_dots_are_sized_by_real_gpu_time(issue33):
+    warehouse, page, source = issue33
+    dots = [c for c in page.section(f"Roofline: {H100}")["circles"] if c.get("class") == "executed"]
+    real = dict(query(warehouse, "SELECT kernel_id, sum(gpu_time_ns) FROM kernel_time WHERE gpu = ? GROUP BY 1", [H100]))
+    replay = dict(query(warehouse, "SELECT kernel_id, sum(duration_ns) FROM kernels WHERE gpu = ? GROUP BY 1", [H100]))
+    assert len(dots) >= 5
+    for dot in dots:
+        assert float(dot["data-size-ns"]) == pytest.approx(real[dot["data-kernel-id"]], abs=1), dot["title"]
+        assert f"; {real[dot['data-kernel-id']] / 1e3:,.1f} us " in dot["title"]
+    # the radius grows with the square root of real time, the biggest 15 px: not with ncu's replay time
+    biggest = max(real[d["data-kernel-id"]] for d in dots)
+    for dot in dots:
+        assert float(dot["r"]) == pytest.approx(3 + 12 * (real[dot["data-kernel-id"]] / biggest) ** 0.5, abs=0.06)
+    # a check that can fail: real time and replay time rank these kernels differently
+    by_real = sorted(dots, key=lambda d: real[d["data-kernel-id"]])
+    assert by_real != sorted(dots, key=lambda d: replay[d["data-kernel-id"]])
+
+
+def test_padded_kernels_show_a_useful_point_joined_to_the_executed_one(issue33):
+    warehouse, page, source = issue33
+    chart = page.section(f"Roofline: {H100}")
+    padding = dict(query(warehouse, "SELECT kernel_id, padding_factor FROM roofline WHERE level = 'kernel' AND gpu = ? "
+                                    "AND limiter IS NOT NULL", [H100]))
+    executed = {c["data-kernel-id"]: c for c in chart["circles"] if c.get("class") == "executed"}
+    useful = {c["data-kernel-id"]: c for c in chart["circles"] if c.get("class") == "useful"}
+    padded = {k for k, factor in padding.items() if factor and round(factor, 2) > 1.0 and k in executed}
+    # the cuDNN SDPA (causal: half its tiles masked, 1.5) and GPT-2's QKV GEMM (2304 = 18 x 128 tiles, 1.03)
+    assert len(padded) >= 2 and set(useful) == padded
+    for kernel_id in padded:
+        top, bottom = executed[kernel_id], useful[kernel_id]
+        assert top["cx"] == bottom["cx"] and float(bottom["cy"]) > float(top["cy"])   # below: fewer FLOP/s
+        assert {"x1": top["cx"], "x2": top["cx"], "y1": top["cy"], "y2": bottom["cy"]}.items() <= next(
+            line for line in chart["lines"] if line.get("y2") == bottom["cy"] and line.get("x1") == top["cx"]).items()
+        assert f"padding factor {padding[kernel_id]:.2f}" in bottom["title"]
+        executed_rate = re.search(r"executed ([\d.]+)TFLOP/s", bottom["title"]).group(1)
+        useful_rate = re.search(r"useful ([\d.]+)TFLOP/s", bottom["title"]).group(1)
+        assert float(executed_rate) / float(useful_rate) == pytest.approx(padding[kernel_id], rel=0.02)
+
+
+def test_top_kernels_ncu_did_not_profile_are_listed_by_real_time(issue33):
+    warehouse, page, source = issue33
+    listed = page.records(f"Top kernels ncu did not profile: {H100}")
+    expected = query(warehouse, "SELECT min(kernel_base), round(sum(gpu_time_ns) / 1e3, 1) FROM kernel_time "
+                                "WHERE gpu = ? AND counter_match = 'not profiled' AND gpu_time_ns > 0 "
+                                "GROUP BY kernel_id ORDER BY 2 DESC, kernel_id LIMIT 10", [H100])
+    assert [(r["kernel"], number(r["GPU time (us)"])) for r in listed] == expected
+    # gpt2_train's biggest kernel ncu never profiled (its fused AdamW in the corpus, 11.5 % of its time) is named
+    top = query(warehouse, "SELECT kernel_base FROM kernel_time WHERE model = 'gpt2_train' "
+                           "AND counter_match = 'not profiled' ORDER BY gpu_time_ns DESC LIMIT 1")[0][0]
+    assert top in [r["kernel"] for r in listed]
+
+
+def test_bottleneck_tables_are_per_model_with_shares_of_that_models_time(issue33):
+    warehouse, page, source = issue33
+    rows = page.records("Bottleneck class per model")
+    headings = [h for h, _ in page.section("Bottleneck class per model")["tables"]]
+    assert len(headings) == len(set(headings)) >= 4
+    model_time = dict(query(warehouse, "SELECT model || ' on ' || gpu, sum(gpu_time_ns) FROM kernel_time GROUP BY 1"))
+    for heading in headings:
+        mine = [r for r in rows if r["heading"] == heading]
+        assert 1 <= len(mine) <= 10
+        times = [number(r["GPU time (us)"]) for r in mine]
+        assert times == sorted(times, reverse=True)
+        for r in mine:   # the share is of this model's GPU time, not the fleet's
+            assert number(r["% of model GPU time"]) == pytest.approx(
+                100 * number(r["GPU time (us)"]) * 1e3 / model_time[heading], abs=_rounding(model_time[heading]))
+    # llama rests on ncu replay time; gpt2_train has no ncu run: its kernels are 'not profiled'
+    if source == "test exports":
+        assert {r["time basis"] for r in rows if r["heading"].startswith("llama ")} == {"ncu replay"}
+    assert {r["bottleneck"] for r in rows if r["heading"].startswith("gpt2_train ")} >= {"not profiled"}
+
+
+def test_signals_are_in_per_model_shares_and_idle_time_is_apart(issue33):
+    warehouse, page, source = issue33
+    kernel_rows = page.records("Design signals: what to fix first (kernel time)")
+    model_time = dict(query(warehouse, "SELECT model, sum(gpu_time_ns) FROM kernel_time GROUP BY 1"))
+    assert kernel_rows and not any(r["signal"].startswith("launch-bound") for r in kernel_rows)
+    for r in kernel_rows:
+        assert number(r["% of model GPU time"]) == pytest.approx(
+            100 * number(r["GPU time (us)"]) * 1e3 / model_time[r["heading"]], abs=_rounding(model_time[r["heading"]]))
+        if r["est. saved (us)"]:
+            assert number(r["est. saved, % of model GPU time"]) == pytest.approx(
+                100 * number(r["est. saved (us)"]) * 1e3 / model_time[r["heading"]], abs=_rounding(model_time[r["heading"]]))
+    # a signal two models share is split between them by their time in its kernel (so the parts add up)
+    shared = [r for r in kernel_rows if "," in r["models sharing it"]]
+    assert shared
+    for r in shared:
+        ((kernel_id, time_basis, total),) = query(
+            warehouse, "SELECT kernel_id, time_basis, gpu_time_ns FROM design_signals WHERE signal = ? AND subject = ? "
+                       "AND model_list = ? AND source = 'calibrated'", [r["signal"], r["subject"], r["models sharing it"]])
+        in_kernel = dict(query(warehouse, "SELECT model, sum(gpu_time_ns) FROM kernel_time WHERE kernel_id = ? "
+                                          "AND time_basis = ? GROUP BY model", [kernel_id, time_basis]))
+        models = r["models sharing it"].split(",")
+        part = total * in_kernel[r["heading"]] / sum(in_kernel.get(m, 0) for m in models)
+        assert number(r["GPU time (us)"]) == pytest.approx(part / 1e3, abs=0.051)
+    # per model, the kernel-time savings shown stay within its GPU time
+    for model, parts in _groups(kernel_rows, ("heading",)).items():
+        assert sum(number(p["est. saved (us)"]) or 0 for p in parts) * 1e3 <= model_time[model[0]]
+    # idle time: its own table, on its own basis, the what_to_fix_first rows that are not kernel time
+    idle = page.records("Idle time between kernels")
+    expected = query(warehouse, "SELECT model_list, basis, round(est_time_saved_ns / 1e3, 1) FROM what_to_fix_first "
+                                "WHERE basis <> 'kernel time' ORDER BY rank")
+    assert expected and [(r["model"], r["basis"], number(r["est. idle saved per run (us)"])) for r in idle] == expected
+    assert all(r["CPU launch interval (us)"] for r in idle)
+
+
+def _rounding(model_ns: float) -> float:
+    """How far a share recomputed from a time printed to 0.1 us (and itself printed to 0.01) may be off."""
+    return 100 * 50 / model_ns + 0.006
+
+
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for r in rows:
+        out.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return out
+
+
+def test_every_report_and_summary_query_is_a_described_sql_file_that_is_loaded():
+    from kwarehouse import summary
+    sources = {module: Path(module.__file__).read_text() for module in (report, summary)}
+    files = sorted(report.SQL_DIR.glob("*.sql"))
+    assert files and summary.SQL_DIR == report.SQL_DIR
+    for path in files:
+        assert path.read_text().startswith("-- "), path.name
+        assert (f'q("{path.stem}"' in sources[report] or f'_query(warehouse, "{path.stem}"' in sources[summary]), \
+            f"{path.name} is not loaded"
+    # no query text left in the modules: every SELECT lives in report_sql/
+    for source in sources.values():
+        assert not re.search(r'"\s*(SELECT|WITH)\b', source)

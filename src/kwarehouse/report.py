@@ -10,6 +10,7 @@ import html
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kwarehouse import diff as diff_lib
 from kwarehouse.store import Warehouse
@@ -20,6 +21,8 @@ PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 STALL_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
                  "#f7b6d2", "#393b79", "#dbdb8d", "#9edae5"]
+# the report's queries, one per file (first comment: what it answers)
+SQL_DIR = Path(__file__).with_name("report_sql")
 WIDTH, HEIGHT = 760, 420
 MARGIN = dict(left=80, right=20, top=20, bottom=55)
 
@@ -135,10 +138,13 @@ def roofline_svg(points: list[dict], compute_roofs: list[tuple[str, float]], mem
             parts.append(f'<line x1="{sx(p["x"]):.1f}" y1="{sy(p["y"]):.1f}" x2="{sx(p["x"]):.1f}" '
                          f'y2="{sy(p["useful_y"]):.1f}" stroke="#333" stroke-dasharray="2,2"/>'
                          f'<circle cx="{sx(p["x"]):.1f}" cy="{sy(p["useful_y"]):.1f}" r="{radius:.1f}" fill="none" '
-                         f'stroke="{_color(p["library"], libraries)}" stroke-width="1.5" class="useful">'
+                         f'stroke="{_color(p["library"], libraries)}" stroke-width="1.5" class="useful" '
+                         f'data-kernel-id="{_esc(p.get("kernel_id", ""))}">'
                          f'<title>{_esc(p["useful_label"])}</title></circle>')
+        # data-* name the kernel and the time its size stands for (for scripts reading the chart)
         parts.append(f'<circle cx="{sx(p["x"]):.1f}" cy="{sy(p["y"]):.1f}" r="{radius:.1f}" '
-                     f'fill="{_color(p["library"], libraries)}" fill-opacity="0.7" stroke="#333" stroke-width="0.5">'
+                     f'fill="{_color(p["library"], libraries)}" fill-opacity="0.7" stroke="#333" stroke-width="0.5" '
+                     f'class="executed" data-kernel-id="{_esc(p.get("kernel_id", ""))}" data-size-ns="{p["size"]:.0f}">'
                      f'<title>{_esc(p["label"])}</title></circle>')
     return _frame("arithmetic intensity (FLOP per DRAM byte, log)", "achieved FLOP/s (log)", "".join(parts))
 
@@ -219,7 +225,10 @@ def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e6 else _fmt(value)
+        # the queries round what they show; 4 significant digits would cut 16,337.9 us to 1.634e+04
+        if abs(value) >= 1e3:
+            return f"{value:,.1f}".removesuffix(".0")
+        return f"{value:,.4g}"
     return str(value)
 
 
@@ -233,40 +242,43 @@ def _section(title: str, how: str, content: str) -> str:
     return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
 
 
+def _load_sql(name: str) -> str:
+    """The text of report_sql/NAME.sql (one query per file, its first comment says what it answers)."""
+    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+
+
 def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
     """The report's HTML text."""
     filters = filters or Filters()
     con = warehouse.connect()
-    where, params = filters.where(), filters.params
-    def q(sql: str, **extra):
-        sql = sql.replace("{where}", where)
-        bound = {k: v for k, v in {**params, **extra}.items() if f"${k}" in sql}
+    # {where} keeps the selected runs of a table with model, gpu and run_id; {timed} the selected models of
+    # kernel_time-like views (no run_id); the values are bound parameters, never pasted
+    fragments = {"{where}": filters.where(), "{timed}": TIMED}
+    def q(name: str, **extra):
+        sql = _load_sql(name)
+        for placeholder, condition in fragments.items():
+            sql = sql.replace(placeholder, condition)
+        bound = {k: v for k, v in {**filters.params, **extra}.items() if f"${k}" in sql}
         return con.execute(sql, bound).fetchall()
+    latest, sections = [], []
     try:
-        sections = []
         # Real GPU time (kernel_time): timeline time where a model has a timeline on that GPU, else ncu
         # replay time. kernel_time adds up all of a model's runs, so --since keeps the models with a run
         # since that day rather than cutting their runs.
-        libraries = [r[0] for r in q(f"SELECT library FROM kernel_time WHERE {TIMED} GROUP BY 1 "
-                                     "ORDER BY sum(gpu_time_ns) DESC")]
+        gaps = _gaps_section(q)
+        if gaps:
+            sections.append(gaps)
+        libraries = [r[0] for r in q("libraries")]
         if not libraries:
-            latest = []
+            sections.append("<p>No kernels match.</p>")
             raise _Empty
         sections.append(_model_efficiency_section(q))
         sections.append(_time_basis_section(q))
         # roofline per GPU (the roofline view: tensor FLOPs where counted or known from op shapes)
-        for (gpu,) in q("SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY 1"):
+        for (gpu,) in q("roofline_gpus"):
             sections.extend(_roofline_sections(q, gpu, libraries))
-        popular = q("SELECT coalesce((SELECT min(kernel_display) FROM kernel_launches l WHERE l.kernel_id = t.kernel_id), "
-                    "(SELECT min(kernel_display) FROM kernels k WHERE k.kernel_id = t.kernel_id), min(kernel_base)), "
-                    "library, sum(gpu_time_ns) AS ns, count(DISTINCT model) AS models, "
-                    "sum(launches), kernel_id, min(kernel_signature), "
-                    "CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END, "
-                    "100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
-                    f"/ nullif(sum(gpu_time_ns), 0) FROM kernel_time t WHERE {TIMED} "
-                    "GROUP BY kernel_id, library ORDER BY ns DESC LIMIT 15")
         # kernels of exports without durations have no GPU time to draw: kernel_time says so as NULL
-        popular = [r for r in popular if r[2] is not None]
+        popular = [r for r in q("popular_kernels") if r[2] is not None]
         if popular:
             labels = _unique_labels([(r[0], r[5]) for r in popular])
             colors = {f"{label} [{r[3]}]": _color(r[1], libraries) for label, r in zip(labels, popular)}
@@ -279,21 +291,20 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                            f"{r[4]} launches, {r[3]} model(s); time basis: {r[7]}; "
                            f"{r[8] or 0:.0f}% of it with ncu counters") for label, r in zip(labels, popular)],
                          " us", "GPU time (us)", colors)))
+        shares = q("share_per_model")
         for column, title in (("library", "Library"), ("op_class", "Op class")):
-            shares = q(f"SELECT model, {column}, 100 * sum(gpu_time_ns) / sum(sum(gpu_time_ns)) OVER (PARTITION BY model) "
-                       f"FROM kernel_time WHERE {TIMED} GROUP BY model, {column} ORDER BY model, 3 DESC")
+            rows = [r[1:] for r in shares if r[0] == column]
             # libraries keep the roofline's colors; op classes sort by name
-            keys = libraries if column == "library" else sorted({r[1] for r in shares})
+            keys = libraries if column == "library" else sorted({r[1] for r in rows})
             grouped: dict[str, list] = {}
-            for model, key, pct in shares:
+            for model, key, pct in rows:
                 grouped.setdefault(model, []).append((key, pct or 0.0))
             if grouped:
                 sections.append(_section(f"{title} share of GPU time per model",
                                          f"each bar is one model's real GPU time (100 %: its timelines, or ncu replay "
                                          f"time where it has none), split by {column.replace('_', ' ')}.",
                                          stacked_svg(list(grouped.items()), keys, "share of GPU time (%)")))
-        classes = q(f"SELECT model, bottleneck, share_pct FROM bottleneck_share WHERE {TIMED} AND gpu_time_ns > 0 "
-                    "ORDER BY model, share_pct DESC")
+        classes = q("bottleneck_share")
         if classes:
             grouped = {}
             for model, bottleneck, pct in classes:
@@ -306,7 +317,7 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                      "has the numbers and the top kernel of each class.",
                                      stacked_svg(list(grouped.items()), sorted({r[1] for r in classes}),
                                                  "share of GPU time (%)")))
-        stalls = q(_stall_shares_sql())
+        stalls = q("stall_shares")
         if stalls:
             reasons = sorted({r[1] for r in stalls})
             grouped = {}
@@ -317,47 +328,10 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
                                      "long_scoreboard is memory latency, barrier is __syncthreads, math_pipe_throttle a busy pipe.",
                                      stacked_svg(list(grouped.items()), reasons, "share of stall cycles (%)",
                                                  STALL_PALETTE)))
-        bottlenecks = q("SELECT model, kernel_base, library, bottleneck, limiting_unit, count(*) AS launches, "
-                        "round(sum(duration_ns) / 1e3, 1), round(avg(sm_pct), 1), round(avg(memory_pct), 1), "
-                        "arg_max(seed_class, coalesce(duration_ns, -1)), arg_max(ncu_verdict, coalesce(duration_ns, -1)), "
-                        "bool_and(agrees_with_ncu), arg_max(decided_by, coalesce(duration_ns, -1)), "
-                        "arg_max(fix, coalesce(duration_ns, -1)) "
-                        "FROM bottleneck_class WHERE {where} "
-                        "GROUP BY model, kernel_base, library, bottleneck, limiting_unit "
-                        "QUALIFY row_number() OVER (PARTITION BY model ORDER BY sum(duration_ns) DESC NULLS LAST, "
-                        "kernel_base) <= 10 ORDER BY model, 7 DESC NULLS LAST, 2")
-        if bottlenecks:
-            sections.append(_section("Bottleneck class per model", "per model (its ten longest), kernel and class, with "
-                                     "the unit that limits it, ncu's own "
-                                     "verdict (SOLBottleneck) and whether kwh agrees, the seed heuristic's class, the "
-                                     "metric values that decided it (cut-offs in the bottleneck_thresholds table) and "
-                                     "the fix.",
-                                     _table(["model", "kernel", "library", "bottleneck", "limiting unit", "ncu launches",
-                                             "ncu replay time (us)", "SM %", "memory %", "seed class", "ncu verdict",
-                                             "agrees with ncu", "decided by (its longest launch)", "fix"], bottlenecks)))
-        # shares of the GPU time of the models a signal names (not of the fleet): what a model owner reads
-        signals = q("WITH model_time AS (SELECT model, sum(gpu_time_ns) AS ns FROM kernel_time GROUP BY model) "
-                    "SELECT s.signal, s.subject, s.model_list, s.launches, "
-                    "round(100 * s.gpu_time_ns / nullif(sum(m.ns), 0), 2), "
-                    "round(100 * s.est_time_saved_ns / nullif(sum(m.ns), 0), 2), "
-                    "round(s.est_time_saved_ns / 1e3, 1), s.fix, s.evidence, s.assumption "
-                    "FROM design_signals s LEFT JOIN model_time m ON list_contains(string_split(s.model_list, ','), m.model) "
-                    "WHERE s.source = 'calibrated' AND ($model IS NULL OR "
-                    "list_contains(string_split(s.model_list, ','), $model)) "
-                    "GROUP BY s.signal, s.subject, s.model_list, s.launches, s.gpu_time_ns, s.est_time_saved_ns, "
-                    "s.fix, s.evidence, s.assumption, s.kernel_id "
-                    "ORDER BY s.est_time_saved_ns DESC NULLS LAST, s.gpu_time_ns DESC LIMIT 25")
-        if signals:
-            sections.append(_section("Design signals: what to fix first", "patterns to act on, ordered by the GPU time a fix "
-                                     "would save (an estimate: its assumption is in the last column), with the fix. "
-                                     "Shares are of the GPU time of the models the signal names, not of the fleet.",
-                                     _table(["signal", "subject", "models", "launches", "% of their models' GPU time",
-                                             "est. saved, % of their models' GPU time", "est. time saved (us)", "fix",
-                                             "evidence", "assumption"], signals)))
+        sections.extend(_bottleneck_sections(q))
+        sections.extend(_signal_sections(q))
         sections.extend(_trends(q))
-        latest = q("SELECT model, list(DISTINCT CAST(coalesce(run_date, CAST(ingested_at AS DATE)) AS VARCHAR)) "
-                   "FROM runs WHERE tool = 'ncu' AND ($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) "
-                   "GROUP BY model ORDER BY model")
+        latest = q("latest_days")
     except _Empty:
         pass
     finally:
@@ -368,10 +342,104 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
             sections.append(regressions_section(warehouse, model, days[-2], days[-1]))
     title = "kwarehouse report" + "".join(f" · {k} {v}" for k, v in filters.params.items() if v)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = "".join(sections) or "<p>No kernels match.</p>"
+    body = "".join(sections) or "<p>No kernels match.</p>"   # (no run matches the filters either)
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_esc(title)}</h1><p class=\"how\">Generated {generated} from "
             f"{_esc(str(warehouse.root))}.</p>{body}</body></html>")
+
+
+def _gaps_section(q) -> str:
+    """Per model and GPU, what its data lacks and which answers that costs: no ncu counters, no
+    timeline, runs without kernels, ncu launches without a duration, time ncu did not profile."""
+    rows = []
+    for model, gpu, tools, ncu_runs, timeline_runs, empty_runs, untimed, unprofiled_pct in q("data_gaps"):
+        missing = []
+        if empty_runs and empty_runs == ncu_runs + timeline_runs:
+            # every run of it is empty: which tool is missing says nothing more
+            rows.append((model, gpu, tools, f"{empty_runs} run(s), none holding a kernel (nothing ran on the GPU, "
+                                             "or the export kept none): no answer for it"))
+            continue
+        if ncu_runs == 0:
+            missing.append("no ncu counters: its kernels are 'not profiled' (no roofline dot, bottleneck class or "
+                           "counter-based signal); profile it with ncu (kwh profile)")
+        elif unprofiled_pct:
+            missing.append(f"{unprofiled_pct:g} % of its GPU time is in kernels ncu did not profile")
+        if timeline_runs == 0:
+            missing.append("no timeline (nsys or PyTorch trace): its GPU time is ncu replay time and it has no "
+                           "idle-time or launch-bound answer")
+        if empty_runs:
+            missing.append(f"{empty_runs} run(s) hold no kernel (nothing ran on the GPU, or the export kept none)")
+        if untimed:
+            missing.append(f"{untimed} ncu launch(es) without a duration (an ncu --metrics list or a one-section "
+                           "page): no GPU time, and 'not enough data' verdicts")
+        if missing:
+            rows.append((model, gpu, tools, "; ".join(missing)))
+    if not rows:
+        return ""
+    return _section("What the data lacks",
+                    "per model and GPU, the sources it has and what is missing from them, with the answers that costs "
+                    "(the charts below leave those parts out rather than guess them).",
+                    _table(["model", "GPU", "sources", "missing"], rows))
+
+
+def _bottleneck_sections(q) -> list[str]:
+    """Per model, its ten kernels with the most real GPU time, their class and verdict."""
+    rows = q("bottleneck_per_model")
+    if not rows:
+        return []
+    return [_section("Bottleneck class per model",
+                     "one table per model, whose ten kernels with the most real GPU time it lists (timeline time; ncu "
+                     "replay time for models without a timeline): the class holding most of that time, with the unit "
+                     "that limits it, its share of this model's GPU time (not the fleet's), whose ncu counters describe "
+                     "it (this model's, borrowed from another model's run of the same kernel, or none: 'not profiled'), "
+                     "ncu's own verdict (SOLBottleneck) and whether kwh agrees, the metric values that decided it "
+                     "(cut-offs in the bottleneck_thresholds table) and the fix.",
+                     "".join(f'<h3>{_esc(model)} on {_esc(gpu)}</h3>' + _table(
+                         ["kernel", "library", "bottleneck", "limiting unit", "GPU time (us)", "% of model GPU time",
+                          "time basis", "counters from", "SM %", "memory %", "ncu verdict", "agrees with ncu",
+                          "decided by (longest ncu launch)", "fix"], [r[2:] for r in model_rows])
+                         for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)))]
+
+
+def _signal_sections(q) -> list[str]:
+    """The kernel-time design signals per model, and apart from them the idle-time items: the two bases
+    never add up (what_to_fix_first.basis)."""
+    sections = []
+    kernel_rows = q("kernel_signals_per_model")
+    if kernel_rows:
+        shown = [r for model, rows in _by_first(kernel_rows) for r in rows[:12]]
+        sections.append(_section(
+            "Design signals: what to fix first (kernel time)",
+            "per model, patterns to act on ordered by the kernel time a fix would save (an estimate: its assumption "
+            "is in the last column; each bounded by the kernel's time above its floor, one kernel's signals "
+            "sharing that bound, a model's savings within its GPU time). GPU time and saving are this model's part "
+            "of the signal (a signal on a kernel several models run is split by their time in it) and its shares "
+            "are of this model's GPU time, not of the fleet's. Idle time is in the next table, never added to these.",
+            "".join(f'<h3>{_esc(model)}</h3>' + _table(
+                ["signal", "subject", "time basis", "GPU time (us)", "% of model GPU time", "est. saved (us)",
+                 "est. saved, % of model GPU time", "models sharing it", "fix", "evidence", "assumption"],
+                [r[1:] for r in rows]) for model, rows in _by_first(shown))))
+    idle_rows = q("idle_signals")
+    if idle_rows:
+        sections.append(_section(
+            "Idle time between kernels: launch-bound runs",
+            "GPU idle time a fix (CUDA Graphs, fewer launches) would give back, per run (the model's timeline runs "
+            "averaged), on its own basis: 'idle time measured under the profiler, an upper bound' (the profiler "
+            "stretches launch gaps) or 'idle time without the profiler' (an un-profiled timing of the same "
+            "iterations). It is not kernel time and is never added to the savings above. The CPU launch interval is "
+            "the median time between launches the trace shows: the evidence for launch-boundness.",
+            _table(["rank", "model", "signal", "subject", "basis", "est. idle saved per run (us)",
+                    "% of the run's span", "CPU launch interval (us)", "median gap (us)",
+                    "un-profiled span (us)", "fix", "evidence", "assumption"], idle_rows)))
+    return sections
+
+
+def _by_first(rows: list[tuple], strip: bool = False) -> list[tuple[object, list[tuple]]]:
+    """Rows grouped by their first column, in order of first appearance (strip: without that column)."""
+    grouped: dict[object, list[tuple]] = {}
+    for row in rows:
+        grouped.setdefault(row[0], []).append(row[1:] if strip else row)
+    return list(grouped.items())
 
 
 def _unique_labels(items: list[tuple[str, str]], width: int = 40) -> list[str]:
@@ -384,48 +452,39 @@ def _unique_labels(items: list[tuple[str, str]], width: int = 40) -> list[str]:
 
 def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
     """One GPU's roofline chart (kernel identities placed by the roofline view, under the tensor roof of
-    each dtype present, the CUDA-core FP32/FP64 roofs, DRAM and L2) and the list of kernels it cannot
-    place: no FLOPs are drawn at zero."""
-    # dots sized by real GPU time (kernel_time: timeline time, ncu replay time for models without one);
-    # padded kernels (executed / useful FLOPs above 1.05) get a hollow point at their useful rate too
-    placed = q("SELECT r.kernel_id, min(kernel_base), min(library), sum(flops) / nullif(sum(dram_bytes), 0), "
-               "sum(flops) / nullif(sum(duration_ns) * 1e-9, 0), sum(duration_ns), arg_max(roof, duration_ns), "
-               "arg_max(limiter, duration_ns), sum(pct_of_roof * duration_ns) / nullif(sum(duration_ns), 0), "
-               "sum(flops) / nullif(sum(l2_bytes), 0), min(t.gpu_time_ns), "
-               "sum(tensor_flops) FILTER (WHERE useful_flops > 0) / nullif(sum(useful_flops) FILTER "
-               "(WHERE tensor_flops IS NOT NULL), 0) "
-               "FROM roofline r LEFT JOIN (SELECT kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time "
-               f"WHERE gpu = $gpu_name AND {TIMED} GROUP BY kernel_id) t ON t.kernel_id = r.kernel_id "
-               "WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NOT NULL AND {where} "
-               "GROUP BY r.kernel_id", gpu_name=gpu)
+    each dtype present, the CUDA-core FP32/FP64 roofs, DRAM and L2), the top kernels ncu did not profile
+    (the chart cannot show them) and the list of kernels it cannot place: no FLOPs are drawn at zero."""
     shown = []
-    for r in placed:
-        if not (r[3] and r[4] and r[3] > 0 and r[4] > 0):
+    for (kernel_id, name, library, intensity, executed, ncu_ns, roof, limiter, pct_of_roof, l2_intensity, real_ns,
+         time_basis, padding) in q("roofline_points", gpu_name=gpu):
+        if not (intensity and executed and intensity > 0 and executed > 0):
             continue
-        real_ns = r[10] if r[10] else r[5]
-        point = dict(x=r[3], y=r[4], size=real_ns, library=r[2],
-                     label=f"{r[1]} ({r[2]}): {r[3]:.3g} FLOP per DRAM byte"
-                           + (f", {r[9]:.3g} per L2 byte" if r[9] else "")
-                           + f", {_fmt(r[4])}FLOP/s executed; roof {r[6]}, limited by {r[7]} at {r[8] or 0:.0f}% of "
-                           f"it; {real_ns / 1e3:,.1f} us real GPU time"
-                           + ("" if r[10] else " (ncu replay time: no timeline ran it)"))
-        if r[11] and r[11] > 1.05:
-            point.update(useful_y=r[4] / r[11],
-                         useful_label=f"{r[1]}: useful {_fmt(r[4] / r[11])}FLOP/s (op shapes), "
-                                      f"executed {_fmt(r[4])}FLOP/s: padding factor {r[11]:.2f}")
+        # dots sized by real GPU time (kernel_time); ncu replay time only where no kernel_time row has the kernel
+        size_ns = real_ns if real_ns is not None else ncu_ns
+        if real_ns is None:
+            time_note = f"{size_ns / 1e3:,.1f} us ncu replay time (no kernel_time row: no timeline ran it)"
+        elif time_basis == "timeline":
+            time_note = f"{size_ns / 1e3:,.1f} us real GPU time (timeline)"
+        else:   # its models have no timeline on this GPU (or some have): kernel_time says which
+            time_note = f"{size_ns / 1e3:,.1f} us GPU time ({time_basis})"
+        point = dict(x=intensity, y=executed, size=size_ns or 0, library=library, kernel_id=kernel_id,
+                     label=f"{name} ({library}): {intensity:.3g} FLOP per DRAM byte"
+                           + (f", {l2_intensity:.3g} per L2 byte" if l2_intensity else "")
+                           + f", {_fmt(executed)}FLOP/s executed; roof {roof}, limited by {limiter} at "
+                           f"{pct_of_roof or 0:.0f}% of it; {time_note}")
+        # a padded kernel (executed tensor FLOPs above the useful ones from its shapes) gets its useful
+        # point too; below half a percent the two points coincide on a log chart
+        if padding and round(padding, 2) > 1.0:
+            point.update(useful_y=executed / padding,
+                         useful_label=f"{name}: useful {_fmt(executed / padding)}FLOP/s (op shapes), "
+                                      f"executed {_fmt(executed)}FLOP/s: padding factor {padding:.2f}")
         shown.append(point)
-    roofs = q("SELECT roof, avg(peak_flops_per_s) FROM roofline WHERE level = 'launch' AND gpu = $gpu_name "
-              "AND roof LIKE '% tensor' AND flops > 0 AND {where} GROUP BY roof ORDER BY 2 DESC", gpu_name=gpu)
-    cuda_core = q("SELECT avg(peak_fp32_flops_per_s), avg(peak_fp64_flops_per_s), avg(peak_dram_bytes_per_s), "
-                  "avg(peak_l2_bytes_per_s) FROM kernels WHERE gpu = $gpu_name AND {where}", gpu_name=gpu)
-    fp32, fp64, dram, l2 = cuda_core[0] if cuda_core else (None, None, None, None)
+    roofs = q("roofline_tensor_roofs", gpu_name=gpu)
+    peaks = q("roofline_peaks", gpu_name=gpu)
+    fp32, fp64, dram, l2 = peaks[0] if peaks else (None, None, None, None)
     compute_roofs = [(name, flops) for name, flops in [*roofs, ("fp32 CUDA-core", fp32), ("fp64 CUDA-core", fp64)]
                      if flops]
     memory_roofs = [(name, bandwidth) for name, bandwidth in (("DRAM", dram), ("L2", l2)) if bandwidth]
-    unplaced = q("SELECT min(kernel_base), min(library), min(unplaced_reason), count(*), sum(duration_ns) "
-                 "FROM roofline WHERE level = 'launch' AND gpu = $gpu_name AND limiter IS NULL "
-                 "AND unplaced_reason <> 'no floating-point work' AND {where} "
-                 "GROUP BY kernel_id ORDER BY 5 DESC LIMIT 15", gpu_name=gpu)
     sections = []
     if shown and compute_roofs and memory_roofs:
         sections.append(_section(
@@ -433,16 +492,14 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             "each dot is a kernel identity, sized by its real GPU time (timeline; ncu replay time where no "
             "timeline ran it) and colored by library (legend below), at its FLOPs per DRAM byte and achieved "
             "FLOP/s: tensor-core FLOPs where ncu counted them or the op's shapes give them, plus CUDA-core FLOPs. "
-            "A hollow circle under a dot is the same kernel's useful FLOP/s (from the op's shapes) where the "
-            "tensor cores executed more (padded tiles or channels, computed-then-masked blocks). Flat lines: the dense tensor roof of each dtype present and "
+            "A hollow circle under a dot, joined to it, is the same kernel's useful FLOP/s (from the op's shapes) "
+            "where the tensor cores executed more (padded tiles or channels, computed-then-masked blocks: padding "
+            "factor above 1). Flat lines: the dense tensor roof of each dtype present and "
             "the CUDA-core FP32/FP64 roofs (ncu's peaks at the clock it measured); slopes: DRAM, and L2 (dashed) "
             "where ncu measured it. The tooltip names the roof that limits the kernel (the lowest of its compute "
             "roof and each level's bandwidth x intensity) and the share of it reached.",
             roofline_svg(shown, compute_roofs, memory_roofs, libraries) + _legend(libraries)))
-    unprofiled = q("SELECT min(kernel_base), min(library), min(op_class), sum(launches), sum(gpu_time_ns), "
-                   "string_agg(DISTINCT model, ', ') FROM kernel_time WHERE gpu = $gpu_name AND "
-                   f"counter_match = 'not profiled' AND gpu_time_ns > 0 AND {TIMED} "
-                   "GROUP BY kernel_id ORDER BY 5 DESC LIMIT 10", gpu_name=gpu)
+    unprofiled = q("unprofiled_kernels", gpu_name=gpu)
     if unprofiled:
         sections.append(_section(
             f"Top kernels ncu did not profile: {gpu}",
@@ -451,6 +508,7 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             "reading the roofline as the whole picture.",
             _table(["kernel", "library", "op class", "launches", "GPU time (us)", "models"],
                    [(r[0], r[1], r[2], r[3], _us(r[4]), r[5]) for r in unprofiled])))
+    unplaced = q("roofline_unplaced", gpu_name=gpu)
     if unplaced:
         sections.append(_section(
             f"Kernels not on the roofline: {gpu}",
@@ -463,20 +521,6 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
     return sections
 
 
-def _stall_shares_sql() -> str:
-    """Per op class, each stall reason's share of all stall cycles, time-weighted over the selected
-    launches (the kernels table's stall_<reason> columns; the filters' {where} applies, unlike the
-    warp_stalls view, which covers every run)."""
-    from kwarehouse import schema
-    reasons = [c[len("stall_"):] for c in schema.tables()["kernels"].arrow.names
-               if c.startswith("stall_") and c != "stall_selected"]
-    per_reason = " UNION ALL ".join(
-        f"SELECT op_class, '{r}' AS reason, sum(stall_{r} * duration_ns) / nullif(sum(duration_ns) FILTER "
-        f"(WHERE stall_{r} IS NOT NULL), 0) AS cycles FROM kernels WHERE {{where}} GROUP BY op_class" for r in reasons)
-    return (f"SELECT op_class, reason, 100 * cycles / sum(cycles) OVER (PARTITION BY op_class) AS pct "
-            f"FROM ({per_reason}) WHERE cycles > 0 ORDER BY op_class, pct DESC")
-
-
 # kernel_time rows kept by the filters: it has no run_id, so --since keeps the models with a run since then
 TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AND ($since IS NULL OR model IN "
          "(SELECT model FROM runs WHERE coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))")
@@ -484,10 +528,7 @@ TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AN
 
 def _model_efficiency_section(q) -> str:
     """Per model and run: MFU, tensor busy, padding, throttling and where the span went (model_efficiency)."""
-    rows = q("SELECT model, left(run_id, 8), time_basis, round(mfu_pct, 1), round(mfu_busy_pct, 1), "
-             "round(tensor_busy_pct, 1), round(padding_factor, 2), round(throttled_pct, 1), round(at_roof_pct, 1), "
-             "round(below_roof_pct, 1), round(unplaced_pct, 1), round(idle_pct, 1), round(flops_coverage_pct, 1) "
-             "FROM model_efficiency WHERE {where} ORDER BY model, time_basis DESC, run_id")
+    rows = q("model_efficiency")
     return _section("Model efficiency",
                     "MFU: useful FLOPs (from the ops' shapes, not padded tiles) over the traced span at the datasheet "
                     "dense peak of each kernel's dtype; busy MFU over GPU busy time. Tensor busy: time in tensor-core "
@@ -500,11 +541,7 @@ def _model_efficiency_section(q) -> str:
 
 def _time_basis_section(q) -> str:
     """Per model: what its GPU time rests on (timeline or ncu replay) and how much of it has counters."""
-    rows = q("SELECT model, gpu, min(time_basis), sum(launches), round(sum(gpu_time_ns) / 1e3, 1), "
-             "round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) "
-             "/ nullif(sum(gpu_time_ns), 0), 1), "
-             "round(100 * sum(CASE WHEN counter_source = 'other model' THEN gpu_time_ns ELSE 0 END) "
-             f"/ nullif(sum(gpu_time_ns), 0), 1) FROM kernel_time WHERE {TIMED} GROUP BY model, gpu ORDER BY model, gpu")
+    rows = q("time_basis")
     replay = sorted({r[0] for r in rows if r[2] == "ncu replay"})
     warning = (f"<p class=\"warn\">{_esc(', '.join(replay))}: these answers rest on ncu replay time only (no nsys "
                "or PyTorch timeline): ncu serialises kernels and flushes caches, so small kernels read longer than in "
@@ -528,14 +565,10 @@ def _legend(keys: list[str]) -> str:
 
 
 def _trends(q) -> list[str]:
-    days = [str(r[0]) for r in q("SELECT DISTINCT coalesce(r.run_date, CAST(r.ingested_at AS DATE)) FROM runs r "
-                                 "WHERE r.tool = 'ncu' AND r.run_id IN (SELECT run_id FROM kernels WHERE {where}) ORDER BY 1")]
+    days = [str(r[0]) for r in q("trend_days")]
     if len(days) < 2:
         return []
-    rows = q("SELECT k.kernel_base, CAST(coalesce(r.run_date, CAST(r.ingested_at AS DATE)) AS VARCHAR), "
-             "sum(k.duration_ns) / count(DISTINCT k.run_id) * 1e-9 FROM kernels k JOIN runs r USING (run_id) "
-             "WHERE k.kernel_base IN (SELECT kernel_base FROM kernels WHERE {where} GROUP BY 1 ORDER BY sum(duration_ns) "
-             "DESC LIMIT 6) GROUP BY 1, 2")
+    rows = q("trend_kernels")
     series: dict[str, list] = {}
     for name, day, seconds in rows:
         if seconds is not None:     # runs of exports without durations have no time to draw
