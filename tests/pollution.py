@@ -480,12 +480,79 @@ def line_variants(source: Source, content: bytes) -> Iterator[Variant]:
                           line_damage(source, lines, middle), f"numbers of line {middle + 1} rewritten",
                           nulls_ok=nulls_ok)
 
+    yield from cell_edge_variants(source, lines, middle)
     if fmt in CSV_FORMATS:
         yield from csv_column_variants(source, lines, middle)
     if fmt in ("ncu-details-csv", "ncu-text"):
         variant = unseen_rule_variant(source, lines, middle)
         if variant is not None:
             yield variant
+
+
+# A number no float holds (Python and polars read it as inf), and an integer past int64 (2^64).
+OVERFLOWING_FLOAT = "1e400"
+OVERFLOWING_INT = "18446744073709551616"
+# A timestamp past 2262, where int64 nanoseconds end: in microseconds (torch traces), in nanoseconds
+# (nsys SQLite, where a session start is added to it).
+FAR_TIMESTAMP_US = "9999999999999999"
+FAR_TIMESTAMP_NS = "9223372036854000000"
+# A unit no profiler prints (issue 32: it was stored as if it were the metric's usual unit).
+UNKNOWN_UNIT = "parsec"
+
+
+def cell_edge_variants(source: Source, lines: list[str], middle: int) -> Iterator[Variant]:
+    """Cells at the edges of what a number or unit can be, in the middle row (issue 32, item 6): every
+    number 1e400 (inf once parsed); every integer 2^64 (formats whose columns hold integers); the
+    row's unit one no tool prints (ncu pages). Each must come back NULL with a warning naming the
+    file and line, or refuse the file: never stored as inf, wrapped, or in another unit."""
+    fmt = source.format
+    damage = line_damage(source, lines, middle)
+    new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_FLOAT, NCU_IDENTITY_COLUMNS)
+    if new is not None:
+        yield Variant(source, "cell-inf", source.path.name, _join(lines[:middle] + [new] + lines[middle + 1:]),
+                      damage, f"numbers of line {middle + 1} set to {OVERFLOWING_FLOAT}")
+    if fmt not in NCU_FORMATS:      # ncu metrics are floats: 2^64 is a value they hold
+        new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_INT if n.replace(",", "").isdigit() else n,
+                               NCU_IDENTITY_COLUMNS)
+        if new is not None and new != lines[middle]:
+            yield Variant(source, "int-overflow", source.path.name,
+                          _join(lines[:middle] + [new] + lines[middle + 1:]), damage,
+                          f"integers of line {middle + 1} set to 2^64")
+    body, end = _body(lines[middle])
+    changed = None
+    if fmt == "ncu-details-csv":
+        block = next(b for b in csv_blocks(lines) if middle in b.rows)
+        header = _header(lines, block)
+        fields = csv_fields(body)
+        at = header.index("Metric Unit") if "Metric Unit" in header else None
+        if at is not None and at < len(fields):
+            fields[at] = raw_field(UNKNOWN_UNIT, fields[at].startswith('"'))
+            changed = ",".join(fields) + end
+    elif fmt == "ncu-text":
+        match = NCU_METRIC_ROW.match(body)
+        if match and match.group(1):
+            start, stop = match.span(1)
+            unit = match.group(1).rstrip()
+            changed = body[:start] + UNKNOWN_UNIT.rjust(len(unit)) + body[start + len(unit):] + end
+    if changed is not None:
+        yield Variant(source, "unknown-unit", source.path.name, _join(lines[:middle] + [changed] + lines[middle + 1:]),
+                      damage, f"the unit of line {middle + 1} set to {UNKNOWN_UNIT}")
+    if fmt == "ncu-raw-csv":
+        # the units row (the line after the header): one metric's unit, so every launch's value of it
+        block = next(b for b in csv_blocks(lines) if middle in b.rows)
+        header = _header(lines, block)
+        units_line = block.rows[0]
+        fields = csv_fields(_body(lines[units_line])[0])
+        numeric = csv_fields(body)
+        at = next((i for i, raw in enumerate(numeric) if i < len(fields) and i < len(header)
+                   and header[i] not in NCU_IDENTITY_COLUMNS and field_value(fields[i])
+                   and NUMBER.match(field_value(raw).strip())), None)
+        if at is not None:
+            fields[at] = raw_field(UNKNOWN_UNIT, fields[at].startswith('"'))
+            units = ",".join(fields) + _body(lines[units_line])[1]
+            yield Variant(source, "unknown-unit", source.path.name,
+                          _join(lines[:units_line] + [units] + lines[units_line + 1:]), Damage(whole_file=True),
+                          f"the unit of column {header[at]} set to {UNKNOWN_UNIT}")
 
 
 def _edit_blocks(lines: list[str], edit: Callable[[list[str], bool], list[str]]) -> list[str]:
@@ -624,6 +691,15 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
             yield Variant(source, "empty-cells", source.path.name,
                           (text[:dur.start()] + '"dur": null' + text[dur.end():]).encode("utf-8", "surrogateescape"),
                           damage, "one kernel's dur set to null", nulls_ok=True)
+            yield Variant(source, "cell-inf", source.path.name,
+                          (text[:dur.start()] + f'"dur": {OVERFLOWING_FLOAT}' + text[dur.end():])
+                          .encode("utf-8", "surrogateescape"), damage, f"one kernel's dur set to {OVERFLOWING_FLOAT}")
+        ts = re.compile(r'"ts": [\d.]+').search(text, chosen.end())
+        if ts:
+            for kind, value in (("int-overflow", OVERFLOWING_INT), ("far-timestamp", FAR_TIMESTAMP_US)):
+                yield Variant(source, kind, source.path.name,
+                              (text[:ts.start()] + f'"ts": {value}' + text[ts.end():]).encode("utf-8", "surrogateescape"),
+                              damage, f"one kernel's ts set to {value}")
     try:
         trace = json.loads(text, object_pairs_hook=list)
     except ValueError:
@@ -716,6 +792,16 @@ def sqlite_variants(source: Source, content: bytes, scratch: Path) -> Iterator[V
         if data is not None:
             yield Variant(source, "empty-cells", source.path.name, data, Damage(whole_file=True),
                           "one kernel's end set to NULL", nulls_ok=True)
+    if kernel_count:
+        row = f"(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET {kernel_count // 2})"
+        for kind, assignment in (
+                ("cell-inf", f'"end" = {OVERFLOWING_FLOAT}'),
+                ("int-overflow", f"start = {OVERFLOWING_INT}.0"),     # SQLite keeps it as a REAL
+                ("far-timestamp", f'start = {FAR_TIMESTAMP_NS}, "end" = {FAR_TIMESTAMP_NS} + ("end" - start)')):
+            data = edited([f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {assignment} WHERE rowid = {row}"])
+            if data is not None:
+                yield Variant(source, kind, source.path.name, data, Damage(whole_file=True),
+                              f"one kernel's {assignment}")
     if name_id is not None:
         data = edited([f"UPDATE StringIds SET value = CAST(CAST(value AS BLOB) || X'E9' AS TEXT) WHERE id = {name_id[0]}"])
         if data is not None:
