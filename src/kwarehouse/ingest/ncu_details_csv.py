@@ -14,7 +14,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import ncu_csv
+from kwarehouse.ingest import cells, ncu_csv
 from kwarehouse.ingest.base import RULE_COLUMNS, ReadResult
 
 RULE_FIELDS = {
@@ -79,6 +79,11 @@ class NcuDetailsCsv:
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
             metrics = without_localized_cells(path, table, frame, metrics, is_localized.fill_null(False), warnings)
+        # the frame rows of the metric rows, in the order `metrics` has them
+        metric_rows = frame.lazy().filter(pl.col("Metric Name") != "").select("_row")
+        metrics = cells.checked_metrics(
+            path, metrics, lambda at: [(table.row_lines[row], "Metric Value", table.row_lines[row], "Metric Unit")
+                                       for row in metric_rows.collect()["_row"].gather(at)], warnings)
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), warnings=warnings)

@@ -1,0 +1,160 @@
+"""Cells at the edges of what a value can be (issue 32, item 6): a number no float holds or that is
+not finite (1e400, inf, nan), a unit kwh cannot convert (parsec), an integer beyond 64 bits, a time
+past 2262 (where int64 nanoseconds end). Such a cell is never stored as it reads - an inf duration
+poisons every sum, a value in an unknown unit would be taken for the metric's usual one - and never
+ends a read in a builder's error: it is stored as NULL (a row whose time is unusable is left out),
+with one warning naming the file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+
+from kwarehouse.errors import InputError
+from kwarehouse.normalize import units
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Columns that hold a time in nanoseconds: past INT64_MAX is past 2262-04-11 (since the epoch).
+TIME_COLUMNS = ("start_ns", "timestamp_ns")
+NOT_FINITE = "is not a finite number (it would make every sum it enters inf or nan)"
+TOO_LARGE = "does not fit a 64-bit integer"
+PAST_2262 = "is a time past 2262, where 64-bit nanoseconds end"
+# What ncu prints where a metric has no number: not a number, and not a problem.
+_NUMBER_TEXT = r"^\s*[+-]?(?:[\d,]*\.?\d+(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\s*$"
+
+
+def non_finite(cells: pl.Series) -> pl.Series:
+    """Which text cells are numbers that are not finite once parsed: inf, -inf, nan, and numbers past
+    the largest float (1e400). False for a null cell and for text that is no number ("n/a")."""
+    number = cells.str.replace_all(",", "", literal=True).str.strip_chars().cast(pl.Float64, strict=False)
+    return (cells.str.contains(f"(?i){_NUMBER_TEXT}") & (number.is_infinite() | number.is_nan())).fill_null(False)
+
+
+def unknown_unit(unit_cells: pl.Series) -> pl.Series:
+    """Which unit cells name a unit kwh cannot convert (normalize/units.csv): False for an empty one."""
+    names = unit_cells.fill_null("").unique().to_list()
+    unknown = [name for name in names if not units.is_known(name)]
+    return unit_cells.fill_null("").is_in(unknown) if unknown else pl.Series([False] * unit_cells.len())
+
+
+def is_number_text(cells: pl.Series) -> pl.Series:
+    return cells.str.contains(f"(?i){_NUMBER_TEXT}").fill_null(False)
+
+
+def metric_cell_problem(value: str, unit: str) -> tuple[str, str] | None:
+    """Why one metric cell (as printed, with its unit) cannot be stored as it reads: ("value" or
+    "unit", why), or None."""
+    try:
+        number = float(value.replace(",", "").strip())
+    except ValueError:
+        return None                 # text, not a number: kept as text
+    if not math.isfinite(number):
+        return "value", f"{value!r} {NOT_FINITE}"
+    if not units.is_known(unit):
+        return "unit", unknown_unit_reason(unit, value)
+    return None
+
+
+def unknown_unit_reason(unit: str, value: str | None = None) -> str:
+    what = f"{value!r} is in" if value is not None else "values are in"
+    return (f"{what} unit {unit!r}, which kwh cannot convert (not a unit ncu prints: edited, or a newer "
+            "ncu's?)")
+
+
+def checked_metrics(path: Path, metrics: pl.DataFrame,
+                    where: Callable[[list[int]], list[tuple[int | None, str, int | None, str]]],
+                    warnings: list[str]) -> pl.DataFrame:
+    """Long metric rows (launch_id, metric, unit, value_text) with each value that is not finite, or
+    in a unit kwh cannot convert, stored as NULL: one warning each, naming the line and the column
+    (of the value, or of the unit) that `where` gives for those row positions: (the value's line,
+    its column, the unit's line, its column)."""
+    values = metrics["value_text"]
+    bad_number = non_finite(values)
+    bad_unit = unknown_unit(metrics["unit"]) & is_number_text(values)
+    bad = bad_number | bad_unit
+    if not bad.any():
+        return metrics
+    positions = bad.arg_true().to_list()
+    for position, (value_line, value_column, unit_line, unit_column) in zip(positions, where(positions)):
+        cell, unit, metric = values[position], metrics["unit"][position] or "", metrics["metric"][position]
+        if bad_number[position]:
+            line, column, why = value_line, value_column, f"{cell!r} {NOT_FINITE}"
+        else:
+            line, column, why = unit_line, unit_column, unknown_unit_reason(unit, cell)
+        warnings.append(str(InputError(path, f'column "{column}" ({metric}, launch ID {metrics["launch_id"][position]})'
+                                       f": {why}: stored as NULL", line=line)))
+    return metrics.with_columns(pl.when(bad).then(None).otherwise(pl.col("value_text")).alias("value_text"))
+
+
+def integer_problem(value, column: str) -> str | None:
+    """Why a value for an integer column (an int, float or Decimal) cannot be stored, or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (float, Decimal)):
+        if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
+            return f"{value} {NOT_FINITE}"
+        if value != int(value):
+            return None             # polars says what it says of a fraction where it did before
+        value = int(value)
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return f"{value} {PAST_2262 if column in TIME_COLUMNS and value > 0 else TOO_LARGE}"
+    return None
+
+
+def float_problem(value) -> str | None:
+    if isinstance(value, (float, Decimal)) and not (math.isfinite(value) if isinstance(value, float)
+                                                    else value.is_finite()):
+        return f"{value} {NOT_FINITE}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1 << 1023:
+        return f"{value} {NOT_FINITE}"
+    return None
+
+
+def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
+                 where: Callable[[tuple], tuple[int | None, str]], warnings: list[str]) -> list[tuple]:
+    """Rows (values of `columns` from field `first` on) with each value an Int64 or Float64 column
+    cannot hold stored as None, one warning each; a row where it is a `required` column's (a
+    timeline's start or duration) is left out with its warning. `where(row)`: (line, what names the
+    row) for the warning."""
+    kinds = [(i + first, name, dtype) for i, (name, dtype) in enumerate(columns.items())
+             if dtype in (pl.Int64, pl.Float64)]
+    out = []
+    for row in rows:
+        problems = []
+        for index, name, dtype in kinds:
+            value = row[index]
+            why = integer_problem(value, name) if dtype == pl.Int64 else float_problem(value)
+            if why:
+                problems.append((index, name, why))
+        if not problems:
+            out.append(row)
+            continue
+        line, label = where(row)
+        fatal = [p for p in problems if p[1] in required]
+        for _, name, why in problems:
+            outcome = "the row is left out" if fatal else "stored as NULL"
+            warnings.append(str(InputError(path, f"{label}, {name}: {why}: {outcome}", line=line)))
+        if fatal:
+            continue
+        fixed = list(row)
+        for index, _, _ in problems:
+            fixed[index] = None
+        out.append(tuple(fixed))
+    return out
+
+
+def has_bad_value(rows: list[tuple], columns: dict, first: int = 0) -> bool:
+    """Whether any row holds a value checked_rows would take out (the cheap test before the pass)."""
+    numeric = [(i + first, name, dtype) for i, (name, dtype) in enumerate(columns.items())
+               if dtype in (pl.Int64, pl.Float64)]
+    for row in rows:
+        for index, name, dtype in numeric:
+            value = row[index]
+            if value is not None and (integer_problem(value, name) if dtype == pl.Int64 else float_problem(value)):
+                return True
+    return False
