@@ -500,6 +500,12 @@ FAR_TIMESTAMP_NS = "9223372036854000000"
 UNKNOWN_UNIT = "parsec"
 
 
+def _without_launch_index(table: str, row: dict) -> dict:
+    """A timeline row's place (launch_index) left out (both sides): a GPU event whose start or duration
+    cannot be stored is left out with a warning, and the launches after it move up one place."""
+    return dict(row, launch_index=None) if table == "kernel_launches" and "launch_index" in row else row
+
+
 def cell_edge_variants(source: Source, lines: list[str], middle: int) -> Iterator[Variant]:
     """Cells at the edges of what a number or unit can be, in the middle row (issue 32, item 6): every
     number 1e400 (inf once parsed); every integer 2^64 (formats whose columns hold integers); the
@@ -510,14 +516,14 @@ def cell_edge_variants(source: Source, lines: list[str], middle: int) -> Iterato
     new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_FLOAT, NCU_IDENTITY_COLUMNS)
     if new is not None:
         yield Variant(source, "cell-inf", source.path.name, _join(lines[:middle] + [new] + lines[middle + 1:]),
-                      damage, f"numbers of line {middle + 1} set to {OVERFLOWING_FLOAT}")
+                      damage, f"numbers of line {middle + 1} set to {OVERFLOWING_FLOAT}", allowed=_without_launch_index)
     if fmt not in NCU_FORMATS:      # ncu metrics are floats: 2^64 is a value they hold
         new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_INT if n.replace(",", "").isdigit() else n,
                                NCU_IDENTITY_COLUMNS)
         if new is not None and new != lines[middle]:
             yield Variant(source, "int-overflow", source.path.name,
                           _join(lines[:middle] + [new] + lines[middle + 1:]), damage,
-                          f"integers of line {middle + 1} set to 2^64")
+                          f"integers of line {middle + 1} set to 2^64", allowed=_without_launch_index)
     body, end = _body(lines[middle])
     changed = None
     if fmt == "ncu-details-csv":
@@ -693,13 +699,14 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
                           damage, "one kernel's dur set to null", nulls_ok=True)
             yield Variant(source, "cell-inf", source.path.name,
                           (text[:dur.start()] + f'"dur": {OVERFLOWING_FLOAT}' + text[dur.end():])
-                          .encode("utf-8", "surrogateescape"), damage, f"one kernel's dur set to {OVERFLOWING_FLOAT}")
+                          .encode("utf-8", "surrogateescape"), damage, f"one kernel's dur set to {OVERFLOWING_FLOAT}",
+                          allowed=_without_launch_index)
         ts = re.compile(r'"ts": [\d.]+').search(text, chosen.end())
         if ts:
             for kind, value in (("int-overflow", OVERFLOWING_INT), ("far-timestamp", FAR_TIMESTAMP_US)):
                 yield Variant(source, kind, source.path.name,
                               (text[:ts.start()] + f'"ts": {value}' + text[ts.end():]).encode("utf-8", "surrogateescape"),
-                              damage, f"one kernel's ts set to {value}")
+                              damage, f"one kernel's ts set to {value}", allowed=_without_launch_index)
     try:
         trace = json.loads(text, object_pairs_hook=list)
     except ValueError:

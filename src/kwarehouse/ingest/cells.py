@@ -148,13 +148,19 @@ def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, requi
     return out
 
 
-def has_bad_value(rows: list[tuple], columns: dict, first: int = 0) -> bool:
-    """Whether any row holds a value checked_rows would take out (the cheap test before the pass)."""
-    numeric = [(i + first, name, dtype) for i, (name, dtype) in enumerate(columns.items())
-               if dtype in (pl.Int64, pl.Float64)]
-    for row in rows:
-        for index, name, dtype in numeric:
-            value = row[index]
-            if value is not None and (integer_problem(value, name) if dtype == pl.Int64 else float_problem(value)):
-                return True
-    return False
+def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
+                  where: Callable[[tuple], tuple[int | None, str]], warnings: list[str]) -> pl.DataFrame:
+    """base.frame_of_rows, where a value no Int64 or Float64 column holds (inf, nan, beyond 64 bits,
+    a time past 2262) is stored as NULL, or its row left out where the column is `required`, with a
+    warning each (checked_rows), not a builder's error or an inf in the warehouse. Rows are checked
+    one by one only when the frame cannot be built or holds a value that is not finite."""
+    from kwarehouse.ingest import base
+    floats = [name for name, dtype in columns.items() if dtype == pl.Float64]
+    try:
+        frame = base.frame_of_rows(rows, columns, first)
+    except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
+        frame = None
+    if frame is not None and not (floats and frame.select(
+            pl.any_horizontal([pl.col(c).is_infinite() | pl.col(c).is_nan() for c in floats]).any()).item()):
+        return frame
+    return base.frame_of_rows(checked_rows(path, rows, columns, first, required, where, warnings), columns, first)
