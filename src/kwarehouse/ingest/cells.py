@@ -91,8 +91,10 @@ def checked_metrics(path: Path, metrics: pl.DataFrame,
     return metrics.with_columns(pl.when(bad).then(None).otherwise(pl.col("value_text")).alias("value_text"))
 
 
-def integer_problem(value, column: str) -> str | None:
-    """Why a value for an integer column (an int, float or Decimal) cannot be stored, or None."""
+def integer_problem(value, column: str, time_offset: int = 0) -> str | None:
+    """Why a value for an integer column (an int, float or Decimal) cannot be stored, or None.
+    time_offset: what a time column's values are relative to (an nsys session's start, since the
+    epoch): the time they stand for must not pass 2262 either."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (float, Decimal)):
@@ -103,6 +105,8 @@ def integer_problem(value, column: str) -> str | None:
         value = int(value)
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
         return f"{value} {PAST_2262 if column in TIME_COLUMNS and value > 0 else TOO_LARGE}"
+    if time_offset and column in TIME_COLUMNS and isinstance(value, int) and value + time_offset > INT64_MAX:
+        return f"{value} ns after the session's start {PAST_2262}"
     return None
 
 
@@ -116,7 +120,8 @@ def float_problem(value) -> str | None:
 
 
 def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
-                 where: Callable[[tuple], tuple[int | None, str]], warnings: list[str]) -> list[tuple]:
+                 where: Callable[[tuple], tuple[int | None, str]], warnings: list[str],
+                 time_offset: int = 0) -> list[tuple]:
     """Rows (values of `columns` from field `first` on) with each value an Int64 or Float64 column
     cannot hold stored as None, one warning each; a row where it is a `required` column's (a
     timeline's start or duration) is left out with its warning. `where(row)`: (line, what names the
@@ -128,7 +133,7 @@ def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, requi
         problems = []
         for index, name, dtype in kinds:
             value = row[index]
-            why = integer_problem(value, name) if dtype == pl.Int64 else float_problem(value)
+            why = integer_problem(value, name, time_offset) if dtype == pl.Int64 else float_problem(value)
             if why:
                 problems.append((index, name, why))
         if not problems:
