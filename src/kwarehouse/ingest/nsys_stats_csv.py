@@ -516,10 +516,10 @@ def _api(path: Path, block: Block) -> pl.DataFrame:
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
         try:
-            calls, total, name = row.value("Num Calls"), row.value("Total Time"), row.text("Name")
+            calls, total, name = row.whole("Num Calls"), row.value("Total Time"), row.text("Name")
             if calls is None or total is None or name is None:
                 raise InputError(path, "cuda_api_sum row without a name, calls or total time", block.lines[i])
-            rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
+            rows.append({"api_name": name, "calls": calls, "total_ns": total, "avg_ns": row.value("Avg"),
                          "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
                          "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
         except InputError as exc:
