@@ -483,6 +483,10 @@ def line_variants(source: Source, content: bytes) -> Iterator[Variant]:
     yield from cell_edge_variants(source, lines, middle)
     if fmt in CSV_FORMATS:
         yield from csv_column_variants(source, lines, middle)
+    if fmt == "ncu-details-csv":
+        variant = cut_in_last_section_variant(source, lines)
+        if variant is not None:
+            yield variant
     if fmt in ("ncu-details-csv", "ncu-text"):
         variant = unseen_rule_variant(source, lines, middle)
         if variant is not None:
@@ -498,6 +502,35 @@ FAR_TIMESTAMP_US = "9999999999999999"
 FAR_TIMESTAMP_NS = "9223372036854000000"
 # A unit no profiler prints (issue 32: it was stored as if it were the metric's usual unit).
 UNKNOWN_UNIT = "parsec"
+
+
+def cut_in_last_section_variant(source: Source, lines: list[str]) -> Variant | None:
+    """A details page cut exactly after a row halfway through its last launch's last section of
+    metric rows (issue 32: a page of one launch cut so was read as complete): structurally a whole,
+    shorter file, which only the section's known rows tell from one."""
+    block = next((b for b in csv_blocks(lines) if "Section Name" in _header(lines, b)), None)
+    if block is None:
+        return None
+    header = _header(lines, block)
+    at_id, at_section, at_metric = header.index("ID"), header.index("Section Name"), header.index("Metric Name")
+    rows = [(i, [field_value(f) for f in csv_fields(_body(lines[i])[0])]) for i in block.rows]
+    rows = [(i, f) for i, f in rows if len(f) > at_metric and f[at_id].isdigit()]
+    if not rows:
+        return None
+    last_id = rows[-1][1][at_id]
+    metric_rows = [(i, f) for i, f in rows if f[at_id] == last_id and f[at_metric]]
+    if not metric_rows:
+        return None
+    section = metric_rows[-1][1][at_section]
+    run = [i for i, f in metric_rows if f[at_section] == section]
+    run = run[-next((k for k in range(1, len(run) + 1) if k == len(run) or run[-k - 1] != run[-k] - 1), len(run)):]
+    if len(run) < 2:
+        return None
+    keep = run[len(run) // 2 - 1]                     # the file ends after this row
+    return Variant(source, "cut-in-last-section", source.path.name, _join(lines[:keep + 1]),
+                   Damage(launches_from=int(last_id)),
+                   f"cut after line {keep + 1}, {run.index(keep) + 1} of the {len(run)} rows of the last launch's "
+                   f'"{section}" section')
 
 
 def _without_launch_index(table: str, row: dict) -> dict:
