@@ -121,14 +121,17 @@ def float_problem(value) -> str | None:
 
 def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
                  where: Callable[[tuple], tuple[int | None, str]], warnings: list[str],
-                 time_offset: int = 0) -> list[tuple]:
+                 time_offset: int = 0, rows_of_a_line: str | None = None) -> list[tuple]:
     """Rows (values of `columns` from field `first` on) with each value an Int64 or Float64 column
-    cannot hold stored as None, one warning each; a row where it is a `required` column's (a
+    cannot hold stored as None, one warning a row; a row where it is a `required` column's (a
     timeline's start or duration) is left out with its warning. `where(row)`: (line, what names the
-    row) for the warning."""
+    row) for the warning. rows_of_a_line: what the rows of one line are called, where a line gives
+    several rows (a telemetry line's samples): a line whose `required` value is unusable then gets
+    one warning, not one a row."""
     kinds = [(i + first, name, dtype) for i, (name, dtype) in enumerate(columns.items())
              if dtype in (pl.Int64, pl.Float64)]
     out = []
+    warned_lines: set = set()
     for row in rows:
         problems = []
         for index, name, dtype in kinds:
@@ -141,9 +144,14 @@ def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, requi
             continue
         line, label = where(row)
         fatal = [p for p in problems if p[1] in required]
-        for _, name, why in problems:
-            outcome = "the row is left out" if fatal else "stored as NULL"
-            warnings.append(str(InputError(path, f"{label}, {name}: {why}: {outcome}", line=line)))
+        outcome = "the row is left out" if fatal else "stored as NULL"
+        what = "; ".join(f"{name}: {why}" for _, name, why in problems)
+        if fatal and rows_of_a_line:
+            if (line, what) not in warned_lines:
+                warned_lines.add((line, what))
+                warnings.append(str(InputError(path, f"{what}: the line's {rows_of_a_line} are left out", line=line)))
+        else:
+            warnings.append(str(InputError(path, f"{label}, {what}: {outcome}", line=line)))
         if fatal:
             continue
         fixed = list(row)
@@ -154,7 +162,8 @@ def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, requi
 
 
 def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
-                  where: Callable[[tuple], tuple[int | None, str]], warnings: list[str]) -> pl.DataFrame:
+                  where: Callable[[tuple], tuple[int | None, str]], warnings: list[str],
+                  rows_of_a_line: str | None = None) -> pl.DataFrame:
     """base.frame_of_rows, where a value no Int64 or Float64 column holds (inf, nan, beyond 64 bits,
     a time past 2262) is stored as NULL, or its row left out where the column is `required`, with a
     warning each (checked_rows), not a builder's error or an inf in the warehouse. Rows are checked
@@ -168,4 +177,5 @@ def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, requ
     if frame is not None and not (floats and frame.select(
             pl.any_horizontal([pl.col(c).is_infinite() | pl.col(c).is_nan() for c in floats]).any()).item()):
         return frame
-    return base.frame_of_rows(checked_rows(path, rows, columns, first, required, where, warnings), columns, first)
+    return base.frame_of_rows(checked_rows(path, rows, columns, first, required, where, warnings,
+                                           rows_of_a_line=rows_of_a_line), columns, first)

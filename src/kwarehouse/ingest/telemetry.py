@@ -116,7 +116,7 @@ def frame(path, rows: list[dict], warnings: list[str]) -> pl.DataFrame:
         return pl.DataFrame(schema=SAMPLE_COLUMNS)
     names = list(SAMPLE_COLUMNS)
     return cells.checked_frame(path, [tuple(row.get(name) for name in names) for row in rows], SAMPLE_COLUMNS, 0,
-                               ("timestamp_ns",), _sample_where, warnings)
+                               ("timestamp_ns",), _sample_where, warnings, rows_of_a_line="samples")
 
 
 _LINE, _SOURCE_FIELD = list(SAMPLE_COLUMNS).index("line"), list(SAMPLE_COLUMNS).index("source_field")
