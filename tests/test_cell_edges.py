@@ -326,3 +326,24 @@ def test_cell_edge_pollutions_are_intact_or_refused(tmp_path, label, kind):
         assert outcome.verdict == "refused" and "cut short" in outcome.reason
     else:
         assert not BUILDER_TEXT.search(outcome.reason)
+
+
+# -- the last net: what a reader did not foresee --------------------------------------------------------
+
+@pytest.mark.parametrize("build, said", [
+    (lambda: pl.DataFrame([(2 ** 64,)], schema={"a": pl.Int64}, orient="row"), "a number beyond 64 bits (18446744073709551616)"),
+    (lambda: int(float("inf")), "a number that is not finite (inf)"),
+    (lambda: pl.Series([float("inf")]).cast(pl.Int64), "a number that is not finite (inf)"),
+    (lambda: pl.Series("a", [10 ** 30], dtype=pl.Int64), "a number beyond 64 bits (1000000000000000000000000000000)"),
+])
+def test_a_value_no_column_holds_is_said_in_kwh_words_where_a_reader_did_not_foresee_it(tmp_path, monkeypatch, build, said):
+    """A reader's unforeseen builder error became "not a readable X export (could not append value ...
+    to the builder; make sure that all rows have the same schema or consider increasing
+    `infer_schema_length`); re-export it": polars' advice, and a re-export writes the same number."""
+    from kwarehouse.ingest import nvml_samples
+    monkeypatch.setattr(nvml_samples.NvmlSamples, "read", lambda self, path: build())
+    with pytest.raises(InputError) as caught:
+        ingest.read(NVML)
+    message = str(caught.value)
+    assert message.startswith(f"{NVML}: holds {said}, which no nvml-samples column can store")
+    assert not BUILDER_TEXT.search(message)

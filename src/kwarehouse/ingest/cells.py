@@ -9,6 +9,7 @@ with one warning naming the file, the line and the column.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -179,3 +180,24 @@ def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, requ
         return frame
     return base.frame_of_rows(checked_rows(path, rows, columns, first, required, where, warnings,
                                            rows_of_a_line=rows_of_a_line), columns, first)
+
+
+# What polars and Python say of a value no column holds (their words, matched to say it in kwh's).
+_BUILDER_VALUE = re.compile(r"could not append value: (\S+) of type: i128|int value too large for Polars integer "
+                            r"types: (\d+)|found value of type (?:Float64|Int128): (\S+)|conversion from `f64` to `i64` failed"
+                            r".*?\[(\S+?)\]")
+
+
+def unstorable_value(exc: BaseException) -> str | None:
+    """The value an exception says no column could hold (a number beyond 64 bits, inf), worded for a
+    user ("a number beyond 64 bits (18446744073709551616)"); None for any other exception."""
+    text = str(exc)
+    if isinstance(exc, OverflowError) and "infinity" in text:
+        return "a number that is not finite (inf)"
+    found = _BUILDER_VALUE.search(text)
+    if found is None:
+        return None
+    value = next(group for group in found.groups() if group)
+    if value.lower().lstrip("+-") in ("inf", "nan"):
+        return f"a number that is not finite ({value})"
+    return f"a number beyond 64 bits ({value[:40]})"
