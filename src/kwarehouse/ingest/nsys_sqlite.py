@@ -170,8 +170,7 @@ class NsysSqlite:
 
 
 # The table each activity of the timeline comes from, for a warning naming a row.
-ACTIVITY_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
-                   "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+_TABLE_OF = dict(zip(ACTIVITIES, ACTIVITY_TABLES))
 _ACTIVITY, _CORRELATION = list(TIMELINE_COLUMNS).index("activity"), list(TIMELINE_COLUMNS).index("correlation_id")
 _START = list(TIMELINE_COLUMNS).index("start_ns")
 
@@ -188,7 +187,7 @@ def _checked_timeline(path: Path, values: list[list], session_start_ns: int, war
     except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
         pass
     def where(row: tuple) -> tuple[None, str]:
-        return None, f"{ACTIVITY_TABLES.get(row[_ACTIVITY], row[_ACTIVITY])} row of correlationId {row[_CORRELATION]}"
+        return None, f"{_TABLE_OF.get(row[_ACTIVITY], row[_ACTIVITY])} row of correlationId {row[_CORRELATION]}"
     rows = cells.checked_rows(path, list(zip(*values)), TIMELINE_COLUMNS, 0, ("start_ns", "duration_ns"), where,
                               warnings, time_offset=session_start_ns)
     if not rows:
