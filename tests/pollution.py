@@ -726,20 +726,23 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
                       (text[:start] + "\udce9" + text[start:]).encode("utf-8", "surrogateescape"), damage,
                       "byte 0xe9 inserted in a kernel name")
         dur = re.compile(r'"dur": [\d.]+').search(text, chosen.end())
+        # a kernel left out (its time unusable) moves what its op's kernels derive (the op's FLOPs go to
+        # its longest kernel): every GPU event of the same op is touched
+        siblings = _op_siblings(text, damage)
         if dur:
             yield Variant(source, "empty-cells", source.path.name,
                           (text[:dur.start()] + '"dur": null' + text[dur.end():]).encode("utf-8", "surrogateescape"),
                           damage, "one kernel's dur set to null", nulls_ok=True)
             yield Variant(source, "cell-inf", source.path.name,
                           (text[:dur.start()] + f'"dur": {OVERFLOWING_FLOAT}' + text[dur.end():])
-                          .encode("utf-8", "surrogateescape"), damage, f"one kernel's dur set to {OVERFLOWING_FLOAT}",
+                          .encode("utf-8", "surrogateescape"), siblings, f"one kernel's dur set to {OVERFLOWING_FLOAT}",
                           allowed=_without_launch_index)
         ts = re.compile(r'"ts": [\d.]+').search(text, chosen.end())
         if ts:
             for kind, value in (("int-overflow", OVERFLOWING_INT), ("far-timestamp", FAR_TIMESTAMP_US)):
                 yield Variant(source, kind, source.path.name,
                               (text[:ts.start()] + f'"ts": {value}' + text[ts.end():]).encode("utf-8", "surrogateescape"),
-                              damage, f"one kernel's ts set to {value}", allowed=_without_launch_index)
+                              siblings, f"one kernel's ts set to {value}", allowed=_without_launch_index)
     try:
         trace = json.loads(text, object_pairs_hook=list)
     except ValueError:
@@ -750,6 +753,20 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
                   "every object's first key written twice")
     yield Variant(source, "extra-column", source.path.name, _dump(trace, "extra").encode(), NO_DAMAGE,
                   f"every object gets a key {EXTRA_COLUMN}")
+
+
+def _op_siblings(text: str, damage: Damage) -> Damage:
+    """`damage` (one GPU event, by correlation id) widened to every GPU event launched by the same
+    CPU op (same "External id")."""
+    try:
+        events = json.loads(text).get("traceEvents") or []
+    except (ValueError, AttributeError):
+        return damage
+    args = [e.get("args") or {} for e in events if isinstance(e, dict) and str(e.get("cat", "")).lower()
+            in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ops = {a.get("External id") for a in args if a.get("correlation") in damage.correlations} - {None}
+    wider = {a.get("correlation") for a in args if a.get("External id") in ops} - {None}
+    return Damage(correlations=frozenset(damage.correlations | wider)) if wider else damage
 
 
 def _dump(value, how: str) -> str:
