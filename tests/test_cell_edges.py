@@ -347,3 +347,28 @@ def test_a_value_no_column_holds_is_said_in_kwh_words_where_a_reader_did_not_for
     message = str(caught.value)
     assert message.startswith(f"{NVML}: holds {said}, which no nvml-samples column can store")
     assert not BUILDER_TEXT.search(message)
+
+
+# -- negative durations ---------------------------------------------------------------------------------
+
+def test_a_trace_kernel_with_a_negative_duration_is_left_out_with_a_warning(tmp_path):
+    text = TRACE.read_text(encoding="utf-8")
+    kernel = text.index('"cat": "kernel", "name": "naive_sgemm"')
+    found = re.compile(r'"dur": [\d.]+').search(text, kernel)
+    path = tmp_path / TRACE.name
+    path.write_text(text[:found.start()] + '"dur": -3.5' + text[found.end():], encoding="utf-8")
+    full, result = ingest.read(TRACE), ingest.read(path)
+    assert result.timeline.height == full.timeline.height - 1
+    assert result.timeline["duration_ns"].min() >= 0
+    (warning,) = clean(result.warnings)
+    assert "('naive_sgemm'), duration_ns: -3500 is a negative duration (an end before its start): the row is " \
+        "left out" in warning
+
+
+def test_an_nsys_sqlite_kernel_that_ends_before_it_starts_is_left_out_with_a_warning(tmp_path):
+    path = _sqlite_with(tmp_path, '"end" = start - 1000')
+    full, result = ingest.read(SQLITE), ingest.read(path)
+    assert result.timeline.height == full.timeline.height - 1
+    (warning,) = clean(result.warnings)
+    assert warning.startswith(f"{path}: CUPTI_ACTIVITY_KIND_KERNEL row of correlationId ")
+    assert warning.endswith("duration_ns: -1000 is a negative duration (an end before its start): the row is left out")

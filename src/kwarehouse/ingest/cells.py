@@ -25,6 +25,9 @@ TIME_COLUMNS = ("start_ns", "timestamp_ns")
 NOT_FINITE = "is not a finite number (it would make every sum it enters inf or nan)"
 TOO_LARGE = "does not fit a 64-bit integer"
 PAST_2262 = "is a time past 2262, where 64-bit nanoseconds end"
+# Columns that hold how long something took: never negative (an end before its start).
+DURATION_COLUMNS = ("duration_ns",)
+NEGATIVE = "is a negative duration (an end before its start)"
 
 
 def non_finite(cells: pl.Series) -> pl.Series | None:
@@ -117,6 +120,8 @@ def integer_problem(value, column: str, time_offset: int = 0) -> str | None:
         value = int(value)
     if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
         return f"{value} {PAST_2262 if column in TIME_COLUMNS and value > 0 else TOO_LARGE}"
+    if column in DURATION_COLUMNS and isinstance(value, int) and value < 0:
+        return f"{value} {NEGATIVE}"
     if time_offset and column in TIME_COLUMNS and isinstance(value, int) and value + time_offset > INT64_MAX:
         return f"{value} ns after the session's start {PAST_2262}"
     return None
@@ -173,6 +178,11 @@ def checked_rows(path: Path, rows: list[tuple], columns: dict, first: int, requi
     return out
 
 
+def has_negative_duration(frame: pl.DataFrame) -> bool:
+    """Whether a built frame holds a negative duration (checked_rows then takes its rows out)."""
+    return any(column in frame.columns and (frame[column].min() or 0) < 0 for column in DURATION_COLUMNS)
+
+
 def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, required: Sequence[str],
                   where: Callable[[tuple], tuple[int | None, str]], warnings: list[str],
                   rows_of_a_line: str | None = None) -> pl.DataFrame:
@@ -187,7 +197,8 @@ def checked_frame(path: Path, rows: list[tuple], columns: dict, first: int, requ
     except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
         frame = None
     if frame is not None and not (floats and frame.select(
-            pl.any_horizontal([pl.col(c).is_infinite() | pl.col(c).is_nan() for c in floats]).any()).item()):
+            pl.any_horizontal([pl.col(c).is_infinite() | pl.col(c).is_nan() for c in floats]).any()).item()) \
+            and not has_negative_duration(frame):
         return frame
     return base.frame_of_rows(checked_rows(path, rows, columns, first, required, where, warnings,
                                            rows_of_a_line=rows_of_a_line), columns, first)

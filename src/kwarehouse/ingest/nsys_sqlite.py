@@ -176,14 +176,17 @@ _START = list(TIMELINE_COLUMNS).index("start_ns")
 
 
 def _checked_timeline(path: Path, values: list[list], session_start_ns: int, warnings: list[str]) -> pl.DataFrame:
-    """The timeline frame, where a start or end that no 64-bit column holds (a REAL of 1e20, inf) or
-    that is a time past 2262 (after the session's start) leaves its row out with a warning, and any
+    """The timeline frame, where a start or end that no 64-bit column holds (a REAL of 1e20, inf),
+    that is a time past 2262 (after the session's start) or an end before its start leaves its row
+    out with a warning, and any
     other such value is NULL with one (cells.checked_rows): never a builder's error or a wrapped time."""
     starts = [s for s in values[_START] if isinstance(s, int)]
     try:
         if session_start_ns and starts and max(starts) > cells.INT64_MAX - session_start_ns:
             raise OverflowError("a time past 2262")
-        return base.frame_of_columns(values, TIMELINE_COLUMNS)
+        frame = base.frame_of_columns(values, TIMELINE_COLUMNS)
+        if not cells.has_negative_duration(frame):
+            return frame
     except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
         pass
     def where(row: tuple) -> tuple[None, str]:

@@ -668,8 +668,8 @@ def _trace(path: Path, block: Block) -> pl.DataFrame:
 
 def _trace_by_column(block: Block) -> pl.DataFrame:
     starts, durations = _wholes(block, "Start"), _wholes(block, "Duration")
-    if None in starts or None in durations:
-        raise _NotWhole
+    if None in starts or None in durations or (durations and min(durations) < 0):
+        raise _NotWhole        # a negative duration too: the row-by-row path leaves its row out
     names = [name or "" for name in _texts(block, "Name")]
     grid = [_wholes(block, column) for column in ("GrdX", "GrdY", "GrdZ")]
     devices: dict[str | None, tuple[int | None, str | None]] = {}
@@ -705,6 +705,9 @@ def _trace_by_row(path: Path, block: Block) -> pl.DataFrame:
             start, duration = row.whole("Start"), row.whole("Duration")
             if start is None or duration is None:
                 raise InputError(path, "cuda_gpu_trace row without Start or Duration", block.lines[i])
+            if duration < 0:
+                raise InputError(path, f"column Duration of cuda_gpu_trace: {row.text('Duration')!r} {cells.NEGATIVE}: "
+                                 "the row is left out", block.lines[i])
             name = row.text("Name") or ""
             grid = (row.whole("GrdX"), row.whole("GrdY"), row.whole("GrdZ"))
             activity = "kernel" if grid[0] is not None else ("memset" if "memset" in name.lower() else "memcpy")

@@ -418,7 +418,9 @@ class _Streamed:
             warnings: list[str] = []
             rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
             try:
-                return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1), streamed.preamble, warnings
+                frame = base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1)
+                if not cells.has_negative_duration(frame):
+                    return frame, streamed.preamble, warnings
             except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
                 pass          # a value no column holds (beyond 64 bits, a time past 2262): checked cell by cell
             columns = {"_order": pl.Int64, **TIMELINE_COLUMNS}
