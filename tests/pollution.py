@@ -10,7 +10,8 @@ BOM, a non-UTF-8 byte in the file name and in a kernel name, localized numbers (
 1 234,5), `n/a` and empty cells, duplicated, reordered and extra columns, an ncu rule message kwh
 has never seen, a gzip copy cut short; SQLite exports: truncated, a table or a column dropped, a
 NULL in a kernel row, a name that is not UTF-8; JSON traces: cut, keys reordered, duplicated,
-added. Each variant records what its pollution touched (`Damage`): the launches (ncu), the kernel
+added; cells at the edges (issue 32): 1e400, 2^64, a unit no tool prints, a time past 2262, a details
+page cut at a row end inside its last launch's last section. Each variant records what its pollution touched (`Damage`): the launches (ncu), the kernel
 correlation ids (traces), the text of the lines, or the whole file.
 
 The harness (`Harness.score`) classifies each variant. Definitions (strict, in this order):

@@ -1,6 +1,6 @@
 """Cells at the edges of what a value can be (issue 32, item 6): a number no float holds or that is
 not finite (1e400, inf, nan), a unit kwh cannot convert (parsec), an integer beyond 64 bits, a time
-past 2262 (where int64 nanoseconds end). Such a cell is never stored as it reads - an inf duration
+past 2262 (where int64 nanoseconds end), a negative duration. Such a cell is never stored as it reads - an inf duration
 poisons every sum, a value in an unknown unit would be taken for the metric's usual one - and never
 ends a read in a builder's error: it is stored as NULL (a row whose time is unusable is left out),
 with one warning naming the file, the line and the column.
