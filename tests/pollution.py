@@ -11,8 +11,9 @@ BOM, a non-UTF-8 byte in the file name and in a kernel name, localized numbers (
 has never seen, a gzip copy cut short; SQLite exports: truncated, a table or a column dropped, a
 NULL in a kernel row, a name that is not UTF-8; JSON traces: cut, keys reordered, duplicated,
 added; cells at the edges (issue 32): 1e400, 2^64, a unit no tool prints, a time past 2262, a details
-page cut at a row end inside its last launch's last section. Each variant records what its pollution touched (`Damage`): the launches (ncu), the kernel
-correlation ids (traces), the text of the lines, or the whole file.
+page cut at a row end inside its last launch's last section. Each variant records what its
+pollution touched (`Damage`): the launches (ncu), the kernel correlation ids (traces), the text of
+the lines, or the whole file.
 
 The harness (`Harness.score`) classifies each variant. Definitions (strict, in this order):
 
