@@ -10,8 +10,10 @@ BOM, a non-UTF-8 byte in the file name and in a kernel name, localized numbers (
 1 234,5), `n/a` and empty cells, duplicated, reordered and extra columns, an ncu rule message kwh
 has never seen, a gzip copy cut short; SQLite exports: truncated, a table or a column dropped, a
 NULL in a kernel row, a name that is not UTF-8; JSON traces: cut, keys reordered, duplicated,
-added. Each variant records what its pollution touched (`Damage`): the launches (ncu), the kernel
-correlation ids (traces), the text of the lines, or the whole file.
+added; cells at the edges (issue 32): 1e400, 2^64, a unit no tool prints, a time past 2262, a details
+page cut at a row end inside its last launch's last section. Each variant records what its
+pollution touched (`Damage`): the launches (ncu), the kernel correlation ids (traces), the text of
+the lines, or the whole file.
 
 The harness (`Harness.score`) classifies each variant. Definitions (strict, in this order):
 
@@ -480,12 +482,118 @@ def line_variants(source: Source, content: bytes) -> Iterator[Variant]:
                           line_damage(source, lines, middle), f"numbers of line {middle + 1} rewritten",
                           nulls_ok=nulls_ok)
 
+    yield from cell_edge_variants(source, lines, middle)
     if fmt in CSV_FORMATS:
         yield from csv_column_variants(source, lines, middle)
+    if fmt == "ncu-details-csv":
+        variant = cut_in_last_section_variant(source, lines)
+        if variant is not None:
+            yield variant
     if fmt in ("ncu-details-csv", "ncu-text"):
         variant = unseen_rule_variant(source, lines, middle)
         if variant is not None:
             yield variant
+
+
+# A number no float holds (Python and polars read it as inf), and an integer past int64 (2^64).
+OVERFLOWING_FLOAT = "1e400"
+OVERFLOWING_INT = "18446744073709551616"
+# A timestamp past 2262, where int64 nanoseconds end: in microseconds (torch traces), in nanoseconds
+# (nsys SQLite, where a session start is added to it).
+FAR_TIMESTAMP_US = "9999999999999999"
+FAR_TIMESTAMP_NS = "9223372036854000000"
+# A unit no profiler prints (issue 32: it was stored as if it were the metric's usual unit).
+UNKNOWN_UNIT = "parsec"
+
+
+def cut_in_last_section_variant(source: Source, lines: list[str]) -> Variant | None:
+    """A details page cut exactly after a row halfway through its last launch's last section of
+    metric rows (issue 32: a page of one launch cut so was read as complete): structurally a whole,
+    shorter file, which only the section's known rows tell from one."""
+    block = next((b for b in csv_blocks(lines) if "Section Name" in _header(lines, b)), None)
+    if block is None:
+        return None
+    header = _header(lines, block)
+    at_id, at_section, at_metric = header.index("ID"), header.index("Section Name"), header.index("Metric Name")
+    rows = [(i, [field_value(f) for f in csv_fields(_body(lines[i])[0])]) for i in block.rows]
+    rows = [(i, f) for i, f in rows if len(f) > at_metric and f[at_id].isdigit()]
+    if not rows:
+        return None
+    last_id = rows[-1][1][at_id]
+    metric_rows = [(i, f) for i, f in rows if f[at_id] == last_id and f[at_metric]]
+    if not metric_rows:
+        return None
+    section = metric_rows[-1][1][at_section]
+    run = [i for i, f in metric_rows if f[at_section] == section]
+    run = run[-next((k for k in range(1, len(run) + 1) if k == len(run) or run[-k - 1] != run[-k] - 1), len(run)):]
+    if len(run) < 2:
+        return None
+    keep = run[len(run) // 2 - 1]                     # the file ends after this row
+    return Variant(source, "cut-in-last-section", source.path.name, _join(lines[:keep + 1]),
+                   Damage(launches_from=int(last_id)),
+                   f"cut after line {keep + 1}, {run.index(keep) + 1} of the {len(run)} rows of the last launch's "
+                   f'"{section}" section')
+
+
+def _without_launch_index(table: str, row: dict) -> dict:
+    """A timeline row's place (launch_index) left out (both sides): a GPU event whose start or duration
+    cannot be stored is left out with a warning, and the launches after it move up one place."""
+    return dict(row, launch_index=None) if table == "kernel_launches" and "launch_index" in row else row
+
+
+def cell_edge_variants(source: Source, lines: list[str], middle: int) -> Iterator[Variant]:
+    """Cells at the edges of what a number or unit can be, in the middle row (issue 32, item 6): every
+    number 1e400 (inf once parsed); every integer 2^64 (formats whose columns hold integers); the
+    row's unit one no tool prints (ncu pages). Each must come back NULL with a warning naming the
+    file and line, or refuse the file: never stored as inf, wrapped, or in another unit."""
+    fmt = source.format
+    damage = line_damage(source, lines, middle)
+    new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_FLOAT, NCU_IDENTITY_COLUMNS)
+    if new is not None:
+        yield Variant(source, "cell-inf", source.path.name, _join(lines[:middle] + [new] + lines[middle + 1:]),
+                      damage, f"numbers of line {middle + 1} set to {OVERFLOWING_FLOAT}", allowed=_without_launch_index)
+    if fmt not in NCU_FORMATS:      # ncu metrics are floats: 2^64 is a value they hold
+        new = _rewrite_numbers(source, lines, middle, lambda n: OVERFLOWING_INT if n.replace(",", "").isdigit() else n,
+                               NCU_IDENTITY_COLUMNS)
+        if new is not None and new != lines[middle]:
+            yield Variant(source, "int-overflow", source.path.name,
+                          _join(lines[:middle] + [new] + lines[middle + 1:]), damage,
+                          f"integers of line {middle + 1} set to 2^64", allowed=_without_launch_index)
+    body, end = _body(lines[middle])
+    changed = None
+    if fmt == "ncu-details-csv":
+        block = next(b for b in csv_blocks(lines) if middle in b.rows)
+        header = _header(lines, block)
+        fields = csv_fields(body)
+        at = header.index("Metric Unit") if "Metric Unit" in header else None
+        if at is not None and at < len(fields):
+            fields[at] = raw_field(UNKNOWN_UNIT, fields[at].startswith('"'))
+            changed = ",".join(fields) + end
+    elif fmt == "ncu-text":
+        match = NCU_METRIC_ROW.match(body)
+        if match and match.group(1):
+            start, stop = match.span(1)
+            unit = match.group(1).rstrip()
+            changed = body[:start] + UNKNOWN_UNIT.rjust(len(unit)) + body[start + len(unit):] + end
+    if changed is not None:
+        yield Variant(source, "unknown-unit", source.path.name, _join(lines[:middle] + [changed] + lines[middle + 1:]),
+                      damage, f"the unit of line {middle + 1} set to {UNKNOWN_UNIT}")
+    if fmt == "ncu-raw-csv":
+        # the units row (the line after the header): one metric's unit, so every launch's value of it
+        block = next(b for b in csv_blocks(lines) if middle in b.rows)
+        header = _header(lines, block)
+        units_line = block.rows[0]
+        fields = csv_fields(_body(lines[units_line])[0])
+        numeric = csv_fields(body)
+        at = next((i for i, raw in enumerate(numeric) if i < len(fields) and i < len(header)
+                   and header[i] not in NCU_IDENTITY_COLUMNS and field_value(fields[i])
+                   and NUMBER.match(field_value(raw).strip())), None)
+        if at is not None:
+            fields[at] = raw_field(UNKNOWN_UNIT, fields[at].startswith('"'))
+            units = ",".join(fields) + _body(lines[units_line])[1]
+            yield Variant(source, "unknown-unit", source.path.name,
+                          _join(lines[:units_line] + [units] + lines[units_line + 1:]), Damage(whole_file=True),
+                          f"the unit of column {header[at]} set to {UNKNOWN_UNIT}")
 
 
 def _edit_blocks(lines: list[str], edit: Callable[[list[str], bool], list[str]]) -> list[str]:
@@ -620,10 +728,23 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
                       (text[:start] + "\udce9" + text[start:]).encode("utf-8", "surrogateescape"), damage,
                       "byte 0xe9 inserted in a kernel name")
         dur = re.compile(r'"dur": [\d.]+').search(text, chosen.end())
+        # a kernel left out (its time unusable) moves what its op's kernels derive (the op's FLOPs go to
+        # its longest kernel): every GPU event of the same op is touched
+        siblings = _op_siblings(text, damage)
         if dur:
             yield Variant(source, "empty-cells", source.path.name,
                           (text[:dur.start()] + '"dur": null' + text[dur.end():]).encode("utf-8", "surrogateescape"),
                           damage, "one kernel's dur set to null", nulls_ok=True)
+            yield Variant(source, "cell-inf", source.path.name,
+                          (text[:dur.start()] + f'"dur": {OVERFLOWING_FLOAT}' + text[dur.end():])
+                          .encode("utf-8", "surrogateescape"), siblings, f"one kernel's dur set to {OVERFLOWING_FLOAT}",
+                          allowed=_without_launch_index)
+        ts = re.compile(r'"ts": [\d.]+').search(text, chosen.end())
+        if ts:
+            for kind, value in (("int-overflow", OVERFLOWING_INT), ("far-timestamp", FAR_TIMESTAMP_US)):
+                yield Variant(source, kind, source.path.name,
+                              (text[:ts.start()] + f'"ts": {value}' + text[ts.end():]).encode("utf-8", "surrogateescape"),
+                              siblings, f"one kernel's ts set to {value}", allowed=_without_launch_index)
     try:
         trace = json.loads(text, object_pairs_hook=list)
     except ValueError:
@@ -634,6 +755,20 @@ def json_variants(source: Source, content: bytes) -> Iterator[Variant]:
                   "every object's first key written twice")
     yield Variant(source, "extra-column", source.path.name, _dump(trace, "extra").encode(), NO_DAMAGE,
                   f"every object gets a key {EXTRA_COLUMN}")
+
+
+def _op_siblings(text: str, damage: Damage) -> Damage:
+    """`damage` (one GPU event, by correlation id) widened to every GPU event launched by the same
+    CPU op (same "External id")."""
+    try:
+        events = json.loads(text).get("traceEvents") or []
+    except (ValueError, AttributeError):
+        return damage
+    args = [e.get("args") or {} for e in events if isinstance(e, dict) and str(e.get("cat", "")).lower()
+            in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ops = {a.get("External id") for a in args if a.get("correlation") in damage.correlations} - {None}
+    wider = {a.get("correlation") for a in args if a.get("External id") in ops} - {None}
+    return Damage(correlations=frozenset(damage.correlations | wider)) if wider else damage
 
 
 def _dump(value, how: str) -> str:
@@ -716,6 +851,16 @@ def sqlite_variants(source: Source, content: bytes, scratch: Path) -> Iterator[V
         if data is not None:
             yield Variant(source, "empty-cells", source.path.name, data, Damage(whole_file=True),
                           "one kernel's end set to NULL", nulls_ok=True)
+    if kernel_count:
+        row = f"(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1 OFFSET {kernel_count // 2})"
+        for kind, assignment in (
+                ("cell-inf", f'"end" = {OVERFLOWING_FLOAT}'),
+                ("int-overflow", f"start = {OVERFLOWING_INT}.0"),     # SQLite keeps it as a REAL
+                ("far-timestamp", f'start = {FAR_TIMESTAMP_NS}, "end" = {FAR_TIMESTAMP_NS} + ("end" - start)')):
+            data = edited([f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {assignment} WHERE rowid = {row}"])
+            if data is not None:
+                yield Variant(source, kind, source.path.name, data, Damage(whole_file=True),
+                              f"one kernel's {assignment}")
     if name_id is not None:
         data = edited([f"UPDATE StringIds SET value = CAST(CAST(value AS BLOB) || X'E9' AS TEXT) WHERE id = {name_id[0]}"])
         if data is not None:

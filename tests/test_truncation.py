@@ -210,3 +210,28 @@ def test_a_complete_raw_page_saved_without_its_final_newline_is_read(tmp_path):
     assert rows(ingest.read(whole)) == rows(ingest.read(DATA / "ncu-gpt2-h100" / "gpt2.raw.csv"))
     short = cut(DATA / "ncu-gpt2-h100" / "gpt2.raw.csv", tmp_path / "short.raw.csv", len(full) - 3)
     assert "middle of a row" in refused(short)
+
+
+@pytest.mark.parametrize("source", [DATA / "verdicts-ncu-h100/gpt2/gpt2.details.csv",
+                                    DATA / "ncu-rtx5090-details/ncu-details-with-rules_rtx5090-cc12.0_llm-perf-opt-kernel0001.csv"],
+                         ids=["h100", "rtx5090"])
+def test_every_row_end_cut_of_a_one_launch_details_page_is_refused_or_ends_a_section(tmp_path, source):
+    """Issue 32: a page of one launch cut inside it was read as complete (28 of 73 metric rows, exit 0):
+    no other launch shows what a whole one holds. Now every cut at a row end is refused as cut short,
+    except where it falls between two sections (or inside the rows the user chose with --metrics),
+    which a page exported with fewer sections also looks like."""
+    lines = source.read_bytes().splitlines(keepends=True)
+    sections = ingest.read(source).metrics["section"].to_list()
+    section_ends = {i + 1 for i in range(len(sections)) if i + 1 == len(sections) or sections[i + 1] != sections[i]}
+    path = tmp_path / source.name
+    refused_cuts = 0
+    for kept in range(2, len(lines)):
+        path.write_bytes(b"".join(lines[:kept]))
+        try:
+            read = ingest.read(path).metrics.height
+        except InputError as exc:
+            assert "cut short" in str(exc), str(exc)
+            refused_cuts += 1
+            continue
+        assert read in section_ends or sections[read - 1] == "Command line profiler metrics", (kept, read)
+    assert refused_cuts > len(lines) // 2

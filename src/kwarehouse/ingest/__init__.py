@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.ingest import base, captured_text, gzipped, nsys_sqlite
+from kwarehouse.ingest import base, captured_text, cells, gzipped, nsys_sqlite
 from kwarehouse.ingest.base import Reader, ReadResult
 from kwarehouse.ingest.dcgm import DcgmiDmon
 from kwarehouse.ingest.ncu_details_csv import NcuDetailsCsv
@@ -220,6 +220,10 @@ def read_with(reader: Reader, path: Path, data: bytes | None = None) -> ReadResu
         raise InputError(path, f"too large to read as {reader.name}; is it really such an export?") from None
     except Exception as exc:   # noqa: BLE001 - the point is to catch what parsers raise on garbage
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        if (value := cells.unstorable_value(exc)) is not None:
+            # re-exporting writes the same number: say what it is, not polars' builder text
+            raise InputError(path, f"holds {value}, which no {reader.name} column can store; kwh reads such "
+                             "cells as NULL where it knows the column: please report this with the file") from None
         raise InputError(path, f"not a readable {reader.name} export ({detail}); re-export it") from None
 
 

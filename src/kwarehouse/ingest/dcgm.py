@@ -85,7 +85,7 @@ class DcgmiDmon:
                 rows.append(self._sample(path, number, int(match["id"]), short, cell))
         if names is None:
             raise InputError(path, "no '#Entity' header line")
-        samples = telemetry.frame(rows)
+        samples = telemetry.frame(path, rows, warnings)
         return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples,
                           warnings=warnings)
 

@@ -402,6 +402,32 @@ def base_unit_errata() -> dict[tuple[str, str], tuple[str, float]]:
             for row in csv.DictReader(lines)}
 
 
+@functools.cache
+def section_layouts() -> dict[str, tuple[tuple[str, ...], ...]]:
+    """section label -> every layout of metric rows ncu was seen writing in it (ncu_section_rows.csv)."""
+    lines = [line for line in resources.files("kwarehouse.ingest").joinpath("ncu_section_rows.csv")
+             .read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for row in csv.DictReader(lines):
+        out.setdefault(row["section"], []).append(tuple(row["metrics"].split("; ")))
+    return {section: tuple(layouts) for section, layouts in out.items()}
+
+
+def section_cut_short(section: str | None, metrics: list[str]) -> int | None:
+    """Where a launch's last section holds `metrics` (its metric rows, in order): the number of rows
+    ncu writes in that section when they are a strict leading part of every layout of it seen, and
+    none of them whole (the section was cut inside); None when they are a whole layout, or the
+    section or its rows are not known (a newer ncu's, or rows the user chose: nothing to tell)."""
+    layouts = section_layouts().get(section or "")
+    if not layouts or not metrics:
+        return None
+    mine = tuple(metrics)
+    if mine in layouts:
+        return None
+    longer = [len(layout) for layout in layouts if len(layout) > len(mine) and layout[:len(mine)] == mine]
+    return min(longer) if longer else None
+
+
 def undo_base_unit_errata(metrics: pl.DataFrame) -> pl.DataFrame:
     """Long metric rows (metric, unit, value_text) of a page in base units, with the metrics ncu's base
     units multiply by a denominator's prefix given back in the unit its default page prints."""

@@ -14,7 +14,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import ncu_csv
+from kwarehouse.ingest import cells, ncu_csv
 from kwarehouse.ingest.base import RULE_COLUMNS, ReadResult
 
 RULE_FIELDS = {
@@ -46,6 +46,7 @@ class NcuDetailsCsv:
         if not table.left_out_lines or max(table.left_out_lines) < last_launch_starts:
             # (a row left out of the last launch with a warning made it shorter: it was not cut)
             reject_cut_last_launch(path, table, frame)
+            reject_cut_last_section(path, table, frame)
         launch_rows = frame.unique("ID", keep="first", maintain_order=True)
         launches = ncu_csv.launch_frame(launch_rows)
         if launches["launch_id"].null_count():
@@ -79,6 +80,11 @@ class NcuDetailsCsv:
         is_localized = ncu_csv.localized(metrics["value_text"])
         if is_localized.any():
             metrics = without_localized_cells(path, table, frame, metrics, is_localized.fill_null(False), warnings)
+        # the frame rows of the metric rows, in the order `metrics` has them
+        metric_rows = frame.lazy().filter(pl.col("Metric Name") != "").select("_row")
+        metrics = cells.checked_metrics(
+            path, metrics, lambda at: [(table.row_lines[row], "Metric Value", table.row_lines[row], "Metric Unit")
+                                       for row in metric_rows.collect()["_row"].gather(at)], warnings)
         return ReadResult(path=path, format=self.name, page="details", launches=launches,
                           metrics=metrics, rules=rules,
                           names_mangled=ncu_csv.is_mangled(launches["kernel_name"]), warnings=warnings)
@@ -148,3 +154,29 @@ def reject_cut_last_launch(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFr
                          "rows every other launch has: the file was cut short (still being copied, or "
                          "truncated?); wait for the copy to finish or re-export it with ncu --csv --page details",
                          line=table.row_lines[last_row])
+
+
+def reject_cut_last_section(path: Path, table: ncu_csv.NcuTable, frame: pl.DataFrame) -> None:
+    """A file cut inside its last section: refused when the last launch's last section holds a
+    leading part of the metric rows ncu writes in that section (ncu_section_rows.csv: ncu writes
+    each section's rows whole) - what finds a cut in a file of one launch, where no other launch
+    shows what a whole one holds. A rule row after the section's metric rows shows the rows ended
+    (ncu writes a section's rules after its metrics). Undetectable: a cut between two sections, or
+    among the last rule rows; a section kwh has no layout of (a newer ncu's, --metrics)."""
+    last = frame.filter(pl.col("ID") == frame["ID"][-1])
+    metric_rows = last.filter(pl.col("Metric Name").is_not_null() & (pl.col("Metric Name") != ""))
+    if metric_rows.height == 0 or metric_rows["_row"][-1] != last["_row"][-1]:
+        return                  # rows after the last metric row (its rules): the section ended
+    sections = metric_rows["Section Name"]
+    section = sections[-1]
+    # the last run of rows of that section
+    start = metric_rows.height
+    while start > 0 and sections[start - 1] == section:
+        start -= 1
+    metrics = metric_rows["Metric Name"].slice(start).to_list()
+    whole = ncu_csv.section_cut_short(section, metrics)
+    if whole is not None:
+        raise InputError(path, f'the last launch (ID {last["ID"][0]}) ends {len(metrics)} rows into its "{section}" '
+                         f"section, where ncu writes {whole}: the file was cut short (still being copied, or "
+                         "truncated?); wait for the copy to finish or re-export it with ncu --csv --page details",
+                         line=table.row_lines[metric_rows["_row"][-1]])

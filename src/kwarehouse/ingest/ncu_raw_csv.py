@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import ncu_csv
+from kwarehouse.ingest import cells, ncu_csv
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.normalize.units import to_base
 
@@ -53,6 +53,11 @@ class NcuRawCsv:
         if is_localized.any():
             metrics = without_localized_launches(path, table, launches_rows, metric_names, metrics,
                                                  is_localized.fill_null(False), warnings)
+        ordered, count = sorted(metric_names), launches_rows.height
+        launch_lines = [table.row_lines[row] for row in launches_rows["_row"]]
+        metrics = cells.checked_metrics(
+            path, metrics, lambda at: [(launch_lines[p % count], ordered[p // count], table.row_lines[0],
+                                        ordered[p // count]) for p in at], warnings)
         gpu = None
         if "device__attribute_display_name" in frame.columns:
             names = launches_rows["device__attribute_display_name"].drop_nulls()

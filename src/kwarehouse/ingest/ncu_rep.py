@@ -17,7 +17,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError
-from kwarehouse.ingest import ncu_csv
+from kwarehouse.ingest import cells, ncu_csv
 from kwarehouse.ingest.base import LAUNCH_COLUMNS, METRIC_COLUMNS, ReadResult
 
 MAGIC = b"NVR\x00"
@@ -71,12 +71,16 @@ class NcuRep:
                              f"declares; {CUT_HINT}")
         # kernel_mangled rides along as an extra launch column; the pipeline keeps it beside the name
         schema = {**LAUNCH_COLUMNS, "kernel_mangled": pl.String}
+        # a report has no lines: a warning names the metric (as its column) and the launch
+        warnings: list[str] = []
+        frame = cells.checked_metrics(path, pl.DataFrame(metrics, schema=METRIC_COLUMNS, orient="row"),
+                                      lambda at: [(None, metrics[p][2], None, metrics[p][2] + " unit") for p in at],
+                                      warnings)
         return ReadResult(path=path, format=self.name, page="raw",
                           launches=pl.DataFrame(launches, schema=schema),
                           # the API's values are in ncu's base units, errata and all (ncu_base_unit_errata.csv)
-                          metrics=ncu_csv.undo_base_unit_errata(
-                              pl.DataFrame(metrics, schema=METRIC_COLUMNS, orient="row")),
-                          gpu_name=gpu, base_units=True)
+                          metrics=ncu_csv.undo_base_unit_errata(frame),
+                          gpu_name=gpu, base_units=True, warnings=warnings)
 
 
 CUT_HINT = "if it is still being copied, wait for the copy to finish; otherwise re-export it with ncu -o"

@@ -40,6 +40,7 @@ import polars as pl
 
 from kwarehouse.errors import InputError
 from kwarehouse.ingest import captured_text, ncu_csv
+from kwarehouse.ingest.cells import metric_cell_problem
 from kwarehouse.ingest.base import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, ReadResult
 from kwarehouse.normalize.units import to_base
 
@@ -293,6 +294,11 @@ class _Parser:
             self.warnings.append(InputError(self.path, f"{name}: a number printed in a locale's format ({value!r}), "
                                             f"not ncu's: left out; {ncu_csv.LOCALIZED_FIX}", line=number))
             return
+        if problem := metric_cell_problem(value, unit):
+            column, why = problem
+            self.warnings.append(InputError(self.path, f'the "{self.section}" table, {name}, {column}: {why}: '
+                                            "stored as NULL", line=number))
+            value = None
         self.metrics.append((self._launch_id(), self.section, name, unit, value))
 
     def _end_rule(self) -> None:

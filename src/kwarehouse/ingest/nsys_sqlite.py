@@ -30,7 +30,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError, NothingToStore
-from kwarehouse.ingest import base
+from kwarehouse.ingest import base, cells
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import nvtx
 
@@ -156,7 +156,9 @@ class NsysSqlite:
         columns["device_name"] = [devices.get((pid, device)) or devices.get((None, device))
                                   for pid, device in zip(columns["process_id"], columns["device_id"])]
         nothing = [None] * rows
-        timeline = base.frame_of_columns([columns.get(name, nothing) for name in TIMELINE_COLUMNS], TIMELINE_COLUMNS)
+        values = [columns.get(name, nothing) for name in TIMELINE_COLUMNS]
+        warnings: list[str] = []
+        timeline = _checked_timeline(path, values, _session_start_ns(con, tables), warnings)
         gpu = base.most_used([name for name, activity in zip(columns["device_name"], columns["activity"])
                               if activity == "kernel"])
         if gpu is None:
@@ -164,7 +166,45 @@ class NsysSqlite:
         return ReadResult(path=path, format=self.name, page="timeline", tool="nsys", timeline=timeline,
                           gpu_name=gpu, tool_version=_version(con, tables),
                           run_info={**_gpu_info(con, tables, gpu), **_session_date(con, tables)},
-                          warnings=_missing_tables(path, con, tables, columns["activity"]))
+                          warnings=warnings + _missing_tables(path, con, tables, columns["activity"]))
+
+
+# The table each activity of the timeline comes from, for a warning naming a row.
+_TABLE_OF = dict(zip(ACTIVITIES, ACTIVITY_TABLES))
+_ACTIVITY, _CORRELATION = list(TIMELINE_COLUMNS).index("activity"), list(TIMELINE_COLUMNS).index("correlation_id")
+_START = list(TIMELINE_COLUMNS).index("start_ns")
+
+
+def _checked_timeline(path: Path, values: list[list], session_start_ns: int, warnings: list[str]) -> pl.DataFrame:
+    """The timeline frame, where a start or end that no 64-bit column holds (a REAL of 1e20, inf),
+    that is a time past 2262 (after the session's start) or an end before its start leaves its row
+    out with a warning, and any
+    other such value is NULL with one (cells.checked_rows): never a builder's error or a wrapped time."""
+    starts = [s for s in values[_START] if isinstance(s, int)]
+    try:
+        if session_start_ns and starts and max(starts) > cells.INT64_MAX - session_start_ns:
+            raise OverflowError("a time past 2262")
+        frame = base.frame_of_columns(values, TIMELINE_COLUMNS)
+        if not cells.has_negative_duration(frame):
+            return frame
+    except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
+        pass
+    def where(row: tuple) -> tuple[None, str]:
+        return None, f"{_TABLE_OF.get(row[_ACTIVITY], row[_ACTIVITY])} row of correlationId {row[_CORRELATION]}"
+    rows = cells.checked_rows(path, list(zip(*values)), TIMELINE_COLUMNS, 0, ("start_ns", "duration_ns"), where,
+                              warnings, time_offset=session_start_ns)
+    if not rows:
+        raise InputError(path, f"no activity has a usable time: {warnings[-1].partition(': ')[2]}")
+    return base.frame_of_rows(rows, TIMELINE_COLUMNS)
+
+
+def _session_start_ns(con: sqlite3.Connection, tables: "_Tables") -> int:
+    """The session's start in ns since the epoch (TARGET_INFO_SESSION_START_TIME), 0 where unknown."""
+    if "TARGET_INFO_SESSION_START_TIME" not in tables or "utcEpochNs" not in _columns(
+            tables, "TARGET_INFO_SESSION_START_TIME"):
+        return 0
+    row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs > 0 LIMIT 1").fetchone()
+    return row[0] if row is not None and isinstance(row[0], int) and 0 < row[0] <= cells.INT64_MAX else 0
 
 
 def _missing_tables(path: Path, con: sqlite3.Connection, tables: "_Tables", activities: list[str]) -> list[str]:

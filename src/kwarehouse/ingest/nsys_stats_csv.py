@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ from typing import ClassVar
 import polars as pl
 
 from kwarehouse.errors import InputError, NothingToStore
-from kwarehouse.ingest import base, captured_text, ncu_csv
+from kwarehouse.ingest import base, captured_text, cells, ncu_csv
 from kwarehouse.ingest.base import NVTX_SUMMARY_COLUMNS, SUMMARY_COLUMNS, TIMELINE_COLUMNS, ReadResult
 
 TIME_UNITS = {"ns": 1, "nsec": 1, "us": 1e3, "usec": 1e3, "ms": 1e6, "msec": 1e6, "s": 1e9, "sec": 1e9,
@@ -404,14 +405,24 @@ class _Row:
                              block.lines[self.index])
         try:
             # the console format prints thousands separators: "1,831,281"
-            return (float(cell) if "," not in cell else _grouped(cell)) * (factor if scaled else 1.0)
+            number = (float(cell) if "," not in cell else _grouped(cell)) * (factor if scaled else 1.0)
         except ValueError:
             raise InputError(self.path, f"{cell!r} is not a number (column {name} of {self.block.report})",
                              self.block.lines[self.index]) from None
+        if not math.isfinite(number):
+            raise InputError(self.path, f"column {name} of {block.report}: {cell!r} {cells.NOT_FINITE}: the row "
+                             "is left out", block.lines[self.index])
+        return number
 
     def whole(self, name: str) -> int | None:
         number = self.value(name)
-        return None if number is None else int(round(number))
+        if number is None:
+            return None
+        whole = int(round(number))
+        if not cells.INT64_MIN <= whole <= cells.INT64_MAX:
+            raise InputError(self.path, f"column {name} of {self.block.report}: {self.text(name)!r} "
+                             f"{cells.TOO_LARGE}: the row is left out", self.block.lines[self.index])
+        return whole
 
 
 def _frame(rows: list[dict], columns: dict) -> pl.DataFrame:
@@ -470,6 +481,9 @@ def _summary_by_column(block: Block, columns: dict) -> pl.DataFrame:
         else:
             values = _values(block, source, scaled=how != "percent")
             out[column] = [None if v is None else int(v) for v in values] if how == "count" else values
+            if how == "count" and any(v is not None and not cells.INT64_MIN <= v <= cells.INT64_MAX
+                                      for v in out[column]):
+                raise _NotWhole    # beyond 64 bits: the row-by-row path leaves its row out with a warning
         required = _SUMMARY_REQUIRED.get(column)
         if required and any(None in out[c] for c in required[0]):
             raise _NotWhole
@@ -489,8 +503,8 @@ def _summary_by_row(path: Path, block: Block, columns: dict) -> pl.DataFrame:
                     text = row.text(source)
                     out[column] = text if how == "text" else _dims_text(text)
                 else:
-                    value = row.value(source, scaled=how != "percent")
-                    out[column] = int(value) if how == "count" and value is not None else value
+                    value = row.whole(source) if how == "count" else row.value(source, scaled=how != "percent")
+                    out[column] = value
                 required = _SUMMARY_REQUIRED.get(column)
                 if required and any(out[c] is None for c in required[0]):
                     raise InputError(path, f"{block.report} {required[1]}", block.lines[i])
@@ -506,10 +520,10 @@ def _api(path: Path, block: Block) -> pl.DataFrame:
     for i in range(len(block.rows)):
         row = _Row(path, block, i)
         try:
-            calls, total, name = row.value("Num Calls"), row.value("Total Time"), row.text("Name")
+            calls, total, name = row.whole("Num Calls"), row.value("Total Time"), row.text("Name")
             if calls is None or total is None or name is None:
                 raise InputError(path, "cuda_api_sum row without a name, calls or total time", block.lines[i])
-            rows.append({"api_name": name, "calls": int(calls), "total_ns": total, "avg_ns": row.value("Avg"),
+            rows.append({"api_name": name, "calls": calls, "total_ns": total, "avg_ns": row.value("Avg"),
                          "median_ns": row.value("Med"), "min_ns": row.value("Min"), "max_ns": row.value("Max"),
                          "stddev_ns": row.value("StdDev"), "time_pct": row.value("Time", scaled=False)})
         except InputError as exc:
@@ -615,10 +629,13 @@ def _values(block: Block, name: str, scaled: bool = True) -> list[float | None]:
     _, factor = _scaled(block, name)
     factor = factor if scaled else 1.0
     try:
-        return [None if cell is None else (float(cell) if "," not in cell else _grouped(cell)) * factor
-                for cell in _texts(block, name)]
+        values = [None if cell is None else (float(cell) if "," not in cell else _grouped(cell)) * factor
+                  for cell in _texts(block, name)]
     except ValueError:
         raise _NotWhole from None
+    if not math.isfinite(sum(v for v in values if v is not None)):
+        raise _NotWhole        # inf or nan in the column (or a sum past the largest float): row by row
+    return values
 
 
 def _wholes(block: Block, name: str) -> list[int | None]:
@@ -629,13 +646,18 @@ def _wholes(block: Block, name: str) -> list[int | None]:
         return [None] * len(block.rows)
     try:
         if factor == 1:
-            return [int(cell) if cell.isdigit() and len(cell) < 16 else None if cell in NULL_SET else
-                    int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
-                    for cell in [row[column].strip() for row in block.rows]]
-        return [None if cell in NULL_SET else int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
-                for cell in [row[column].strip() for row in block.rows]]
-    except ValueError:
+            wholes = [int(cell) if cell.isdigit() and len(cell) < 16 else None if cell in NULL_SET else
+                      int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
+                      for cell in [row[column].strip() for row in block.rows]]
+        else:
+            wholes = [None if cell in NULL_SET else int(round((float(cell) if "," not in cell else _grouped(cell)) * factor))
+                      for cell in [row[column].strip() for row in block.rows]]
+    except (ValueError, OverflowError):      # OverflowError: inf
         raise _NotWhole from None
+    known = [w for w in wholes if w is not None]
+    if known and (max(known) > cells.INT64_MAX or min(known) < cells.INT64_MIN):
+        raise _NotWhole        # beyond 64 bits: the row-by-row path leaves its row out with a warning
+    return wholes
 
 
 def _trace(path: Path, block: Block) -> pl.DataFrame:
@@ -650,8 +672,8 @@ def _trace(path: Path, block: Block) -> pl.DataFrame:
 
 def _trace_by_column(block: Block) -> pl.DataFrame:
     starts, durations = _wholes(block, "Start"), _wholes(block, "Duration")
-    if None in starts or None in durations:
-        raise _NotWhole
+    if None in starts or None in durations or (durations and min(durations) < 0):
+        raise _NotWhole        # a negative duration too: the row-by-row path leaves its row out
     names = [name or "" for name in _texts(block, "Name")]
     grid = [_wholes(block, column) for column in ("GrdX", "GrdY", "GrdZ")]
     devices: dict[str | None, tuple[int | None, str | None]] = {}
@@ -687,6 +709,9 @@ def _trace_by_row(path: Path, block: Block) -> pl.DataFrame:
             start, duration = row.whole("Start"), row.whole("Duration")
             if start is None or duration is None:
                 raise InputError(path, "cuda_gpu_trace row without Start or Duration", block.lines[i])
+            if duration < 0:
+                raise InputError(path, f"column Duration of cuda_gpu_trace: {row.text('Duration')!r} {cells.NEGATIVE}: "
+                                 "the row is left out", block.lines[i])
             name = row.text("Name") or ""
             grid = (row.whole("GrdX"), row.whole("GrdY"), row.whole("GrdZ"))
             activity = "kernel" if grid[0] is not None else ("memset" if "memset" in name.lower() else "memcpy")

@@ -60,7 +60,7 @@ def _ends_cut(path: Path, lines: list[str]) -> None:
 
 
 def _result(path: Path, name: str, rows: list[dict], warnings: list[str]) -> ReadResult:
-    samples = telemetry.frame(rows)
+    samples = telemetry.frame(path, rows, warnings)
     return ReadResult(path=path, format=name, page="samples", tool="telemetry", samples=samples,
                       gpu_name=telemetry.first_gpu_name(samples), warnings=warnings)
 

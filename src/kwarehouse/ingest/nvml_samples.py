@@ -96,7 +96,7 @@ class NvmlSamples:
                              "source_field": column,
                              "value": None if value is None else telemetry.convert(value, unit_of(column))[0],
                              "unit": telemetry.base_unit(unit_of(column)), "value_text": None})
-        samples = telemetry.frame(rows)
+        samples = telemetry.frame(path, rows, warnings)
         return ReadResult(path=path, format=self.name, page="samples", tool="telemetry", samples=samples,
                           gpu_name=telemetry.first_gpu_name(samples), warnings=warnings)
 

@@ -17,6 +17,7 @@ from importlib import resources
 import polars as pl
 
 from kwarehouse.errors import InputError
+from kwarehouse.ingest import cells
 
 # Columns of ReadResult.samples: one row per (sample, GPU or process, field), values in base units.
 SAMPLE_COLUMNS = {
@@ -107,9 +108,22 @@ def utc_ns(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 10 ** 9 + delta.microseconds * 1000
 
 
-def frame(rows: list[dict]) -> pl.DataFrame:
-    """The rows of one log as a SAMPLE_COLUMNS frame."""
-    return pl.DataFrame(rows, schema=SAMPLE_COLUMNS, orient="row") if rows else pl.DataFrame(schema=SAMPLE_COLUMNS)
+def frame(path, rows: list[dict], warnings: list[str]) -> pl.DataFrame:
+    """The rows of one log as a SAMPLE_COLUMNS frame. A value no column holds (inf or nan, an integer
+    beyond 64 bits, a time past 2262) is NULL with a warning naming its line and field; a sample
+    whose timestamp is so is left out (cells.checked_frame)."""
+    if not rows:
+        return pl.DataFrame(schema=SAMPLE_COLUMNS)
+    names = list(SAMPLE_COLUMNS)
+    return cells.checked_frame(path, [tuple(row.get(name) for name in names) for row in rows], SAMPLE_COLUMNS, 0,
+                               ("timestamp_ns",), _sample_where, warnings, rows_of_a_line="samples")
+
+
+_LINE, _SOURCE_FIELD = list(SAMPLE_COLUMNS).index("line"), list(SAMPLE_COLUMNS).index("source_field")
+
+
+def _sample_where(row: tuple) -> tuple[int | None, str]:
+    return row[_LINE], f"field {row[_SOURCE_FIELD]}"
 
 
 def first_gpu_name(samples: pl.DataFrame) -> str | None:

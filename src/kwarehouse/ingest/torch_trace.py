@@ -37,7 +37,7 @@ import msgspec
 import polars as pl
 
 from kwarehouse.errors import InputError, NothingToStore
-from kwarehouse.ingest import base
+from kwarehouse.ingest import base, cells
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 
 GPU_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
@@ -65,7 +65,7 @@ class TorchTrace:
         base.refuse_oversized(path)
         try:
             with _gc_paused():
-                timeline, preamble = _Streamed.timeline(path)
+                timeline, preamble, warnings = _Streamed.timeline(path)
         except _NotStreamable as exc:
             if path.stat().st_size > WHOLE_PARSE_LIMIT:
                 raise InputError(path, f"not a readable PyTorch profiler trace ({exc}); is the trace complete? "
@@ -76,7 +76,7 @@ class TorchTrace:
                              "profiler run with ProfilerActivity.CUDA?")
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
                           gpu_name=base.most_used(timeline["device_name"].to_list()),
-                          warnings=_preamble_warnings(path, preamble))
+                          warnings=_preamble_warnings(path, preamble) + warnings)
 
     def _read_whole(self, path: Path) -> ReadResult:
         """The plain path: json.loads of the whole file (Decimal floats), dicts all the way."""
@@ -137,12 +137,16 @@ class TorchTrace:
         if not rows:
             raise NothingToStore(path, "no GPU events (kernel, gpu_memcpy, gpu_memset) in the trace; was the "
                              "profiler run with ProfilerActivity.CUDA?")
-        timeline = (pl.DataFrame(rows, schema={"_order": pl.Int64, **TIMELINE_COLUMNS})
+        columns = {"_order": pl.Int64, **TIMELINE_COLUMNS}
+        warnings = _preamble_warnings(path, preamble)
+        timeline = (cells.checked_frame(path, [tuple(row[c] for c in columns) for row in rows], columns, 0,
+                                        REQUIRED, _event_where, warnings)
                     .sort("start_ns", "_order").drop("_order"))
+        if timeline.height == 0:
+            raise InputError(path, f"no GPU event has a usable time: {warnings[-1].partition(': ')[2]}")
         used = timeline["device_name"].drop_nulls().mode()
         return ReadResult(path=path, format=self.name, page="timeline", tool="torch", timeline=timeline,
-                          gpu_name=used.sort()[0] if used.len() else None,
-                          warnings=_preamble_warnings(path, preamble))
+                          gpu_name=used.sort()[0] if used.len() else None, warnings=warnings)
 
 
 # A line that opens the trace's JSON object: "{" first on its line (after a BOM or blanks).
@@ -156,6 +160,16 @@ def document_start(head: bytes) -> int | None:
         return 0
     found = _DOCUMENT_START.search(head)
     return found.start() if found else None
+
+
+# A GPU event without a usable start or duration is left out (a timeline row needs both).
+REQUIRED = ("start_ns", "duration_ns")
+
+
+def _event_where(row: tuple) -> tuple[None, str]:
+    """Where a timeline row came from, for a warning: its place among traceEvents (a trace is JSON,
+    often one line: its events, not lines, are what an editor finds)."""
+    return None, f"traceEvents[{row[0]}] ({row[KERNEL_NAME]!r:.80})"
 
 
 def _preamble_warnings(path: Path, preamble: bytes) -> list[str]:
@@ -333,6 +347,7 @@ _EVENTS = msgspec.json.Decoder(list[_Event], float_hook=Decimal)
 _TAIL = msgspec.json.Decoder(_Tail, float_hook=Decimal)
 _ARRAY_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 START = 1 + list(TIMELINE_COLUMNS).index("start_ns")   # in a row of _Streamed.rows
+KERNEL_NAME = 1 + list(TIMELINE_COLUMNS).index("kernel_name")
 _BETWEEN_EVENTS = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{')
 # how far into the file the traceEvents key is looked for (Kineto writes it after a few KB of header)
 _HEAD_LIMIT = 64 << 20
@@ -400,8 +415,19 @@ class _Streamed:
             with open(path, "rb") as handle:
                 streamed = cls()._read(handle)
                 rows = streamed.rows()
+            warnings: list[str] = []
             rows.sort(key=lambda row: (row[START], row[0]))     # by start_ns, then place in the trace
-            return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1), streamed.preamble
+            try:
+                frame = base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1)
+                if not cells.has_negative_duration(frame):
+                    return frame, streamed.preamble, warnings
+            except (OverflowError, TypeError, ValueError, pl.exceptions.PolarsError):
+                pass          # a value no column holds (beyond 64 bits, a time past 2262): checked cell by cell
+            columns = {"_order": pl.Int64, **TIMELINE_COLUMNS}
+            rows = cells.checked_rows(path, rows, columns, 0, REQUIRED, _event_where, warnings)
+            if not rows:
+                raise _NotStreamable("no GPU event has a usable time")
+            return base.frame_of_rows(rows, TIMELINE_COLUMNS, first=1), streamed.preamble, warnings
         except _NotStreamable:
             raise
         except _DECODE_ERRORS as exc:

@@ -27,7 +27,23 @@ _PER_SECOND = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecon
 @functools.cache
 def _atoms() -> dict[str, tuple[str, float]]:
     text = resources.files("kwarehouse.normalize").joinpath("units.csv").read_text(encoding="utf-8")
-    return {row["unit"]: (row["base_unit"], float(row["factor"])) for row in csv.DictReader(text.splitlines())}
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return {row["unit"]: (row["base_unit"], float(row["factor"])) for row in csv.DictReader(lines)}
+
+
+@functools.cache
+def is_known(unit: str | None) -> bool:
+    """Whether kwh can convert a unit: each of its parts is in units.csv (or time in a rate's
+    denominator). No unit (a count, or text) is known; a value in an unknown one cannot be compared
+    with anything, and is stored as NULL with a warning.
+
+    >>> is_known("Gbyte/s"), is_known("%/Kbyte"), is_known(""), is_known("parsec"), is_known("byte/parsec")
+    (True, True, True, False, False)
+    """
+    if not unit:
+        return True
+    numerator, *denominators = unit.split("/")
+    return numerator in _atoms() and all(d in _atoms() or d in _PER_SECOND for d in denominators)
 
 
 @functools.cache
