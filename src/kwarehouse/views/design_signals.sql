@@ -132,8 +132,10 @@ WITH t AS (
                         THEN k.flops / NULLIF(k.peak_flops_per_s * CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s)
                                                                         THEN t.achievable_cuda_core_pct ELSE t.achievable_tensor_pct END / 100.0, 0) * 1e9
                    END AS compute_floor_ns,
-                   -- the measured clock over the highest: the compute floor at the highest clock (a timeline measures none)
-                   coalesce(least(1.0, k.sm_clock_hz / NULLIF(k.max_sm_clock_hz, 0)), 1.0) AS clock_ratio,
+                   -- the measured clock over the highest, where the roof is ncu's peak per cycle x that clock (tensor
+                   -- counters): the compute floor at the highest clock (a timeline measures none)
+                   CASE WHEN k.flops_source = 'ncu tensor counters'
+                        THEN coalesce(least(1.0, k.sm_clock_hz / NULLIF(k.max_sm_clock_hz, 0)), 1.0) ELSE 1.0 END AS clock_ratio,
                    CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s) THEN t.achievable_cuda_core_pct
                         ELSE t.achievable_tensor_pct END AS achievable_pct,
                    CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
@@ -287,11 +289,10 @@ WITH t AS (
     CROSS JOIN t
     LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM kernels GROUP BY gpu) d ON d.gpu = m.gpu
     -- a timeline measures no clock: the compute floor takes the dtype's peak at the GPU's highest clock where
-    -- ncu saw it (above the datasheet's: compiled_mlp's big GEMMs run at 84 % of 989.5 TFLOP/s)
+    -- ncu's tensor counters give its peak per cycle (above the datasheet's: 1,070 TFLOP/s BF16 at 1.98 GHz)
     LEFT JOIN (SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
                FROM kernels
-               WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND datasheet_peak_flops_per_s > 0
-                 AND peak_flops_per_s NOT IN (coalesce(peak_fp32_flops_per_s, -1), coalesce(peak_fp64_flops_per_s, -1))
+               WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
                GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
 ), shared_input_occurrences AS (
     -- one row per group of two or more: fusing them into one GEMM (N = the sum of their N) saves, per member

@@ -129,13 +129,13 @@ WITH limits AS (
     WHERE datasheet_peak_flops_per_s IS NOT NULL
     GROUP BY gpu, math_dtype
 ), clock_roofs AS (
-    -- the dense peak of each dtype at the GPU's highest SM clock (ncu's peak per cycle x max_sm_clock_hz): a
-    -- timeline measures no clock, and a GEMM boosting past the datasheet's clock runs above its datasheet peak
-    -- (compiled_mlp's 4096 x 2048 x 8192 at 84 % of 989.5 TFLOP/s), so its compute floor takes this higher roof
+    -- the dense peak of each dtype at the GPU's highest SM clock (ncu's tensor peak per cycle x max_sm_clock_hz,
+    -- where ncu ran the tensor roofline section: 540,672 BF16 FLOP/cycle x 1.98 GHz = 1,070 TFLOP/s on the H100
+    -- SXM): a timeline measures no clock, and a GEMM boosting past the datasheet's clock runs above its datasheet
+    -- peak (compiled_mlp's 4096 x 2048 x 8192 at 84 % of 989.5 TFLOP/s), so its compute floor takes this roof
     SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
     FROM kernels
-    WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND datasheet_peak_flops_per_s > 0
-      AND peak_flops_per_s NOT IN (coalesce(peak_fp32_flops_per_s, -1), coalesce(peak_fp64_flops_per_s, -1))
+    WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
     GROUP BY gpu, math_dtype
 ), grouped AS (
     SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
