@@ -321,9 +321,12 @@ WITH t AS (
                   CAST(o.m AS VARCHAR), ', K = ', CAST(o.k AS VARCHAR), ' and input shape (A: ', CAST(round(max(o.a_bytes) / 1e6, 2) AS VARCHAR),
                   ' MB), N = ', o.n_list, ' (', min(o.kernels), '); all ', CAST(round(sum(o.group_ns) / 1e3, 1) AS VARCHAR),
                   ' us, the shorter members ', CAST(round(sum(o.others_ns) / 1e3, 1) AS VARCHAR), ' us; re-reads of A ',
-                  CAST(round(sum(o.reread_ns) / 1e3, 1) AS VARCHAR), ' us at the DRAM peak; launch gaps ',
+                  coalesce(concat(CAST(round(sum(o.reread_ns) / 1e3, 1) AS VARCHAR), ' us at the DRAM peak'),
+                           'unknown (no DRAM peak for this GPU: no ncu run on it)'), '; launch gaps ',
                   CAST(round(sum(o.gaps_ns) / 1e3, 1) AS VARCHAR), ' us (idle time, under the profiler)') AS evidence,
-           sum(least(o.reread_ns, greatest(0.0, o.others_ns - coalesce(o.others_floor_ns, 0)))) AS est_time_saved_ns,
+           -- no DRAM peak known for the GPU (no ncu run on it): no estimate (least() would skip the NULL)
+           sum(CASE WHEN o.reread_ns IS NOT NULL THEN least(o.reread_ns, greatest(0.0, o.others_ns - coalesce(o.others_floor_ns, 0))) END)
+               AS est_time_saved_ns,
            'ESTIMATE (upper bound): one GEMM over the concatenated weights (N = the sum) reads A once: each shorter member saves its re-read of A at the DRAM peak (A may still sit in L2: then less), never more than its time above its floor; the launch gaps it also removes are idle time, another basis, shown in the evidence and not added; the shared A is inferred from shapes and adjacency (the trace records no tensor identity)' AS assumption,
            'GEMMs sharing an input' AS fix_key, min(ms.framework) AS framework, 'timeline' AS time_basis,
            sum(o.others_floor_ns) AS floor_ns, 'the shorter members'' floors: max(A, B and C at the DRAM peak, FLOPs at the achievable tensor rate)' AS floor_basis,
