@@ -106,6 +106,8 @@ WITH t AS (
            greatest(coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0),
                     coalesce(f.compute_floor_ns * f.clock_ratio, 0)) AS warm_floor_ns,
            CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
+                WHEN f.l2_resident AND f.l2_floor_ns IS NULL AND f.compute_floor_ns IS NULL
+                THEN 'none known: bytes within the L2 (warm caches), no L2 peak known'
                 WHEN coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0)
                      >= coalesce(f.compute_floor_ns * f.clock_ratio, 0)
                 THEN CASE WHEN f.l2_resident THEN 'L2: compulsory bytes within the L2 (warm caches) at the L2 peak'

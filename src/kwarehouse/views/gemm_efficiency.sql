@@ -241,7 +241,9 @@ WITH limits AS (
            -- a GEMV's shape is its workload (batch-1 decode), not a misalignment
            NOT j.gemv AND (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned,
            greatest(coalesce(j.memory_floor_ns, 0), coalesce(j.compute_floor_ns, 0)) AS floor_ns,
-           CASE WHEN j.memory_floor_ns IS NULL AND j.compute_floor_ns IS NULL THEN 'no floor known (no DRAM or compute peak)'
+           CASE WHEN j.memory_floor_ns IS NULL AND j.compute_floor_ns IS NULL AND j.l2_resident
+                    THEN 'no floor known (bytes within the L2 of a warm timeline, no L2 peak; no compute peak)'
+                WHEN j.memory_floor_ns IS NULL AND j.compute_floor_ns IS NULL THEN 'no floor known (no DRAM or compute peak)'
                 WHEN coalesce(j.memory_floor_ns, 0) >= coalesce(j.compute_floor_ns, 0) AND j.l2_resident
                     THEN concat('L2: ', CAST(round(j.compulsory_bytes_per_launch * j.launches / 1e6, 2) AS VARCHAR),
                                 ' MB compulsory at ', CAST(round(j.peak_l2_bytes_per_s / 1e12, 2) AS VARCHAR),
