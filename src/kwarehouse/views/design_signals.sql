@@ -166,75 +166,61 @@ WITH t AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
     SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time WHERE time_basis = 'timeline'
-), misaligned AS (
-    SELECT 'misaligned GEMM dims → fallback kernel' AS signal,
-           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
-           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
-           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
-           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat(min(g.evidence), '; ', CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'misaligned GEMM' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model
-    WHERE g.misaligned AND NOT g.tiny
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-), low_gemm AS (
-    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal,
-           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
-           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
-           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
-           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat(CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak (< ', CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR),
-                  '); wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'low-efficiency GEMM op' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
+), gemm_signal_rows AS (
+    -- the gemm_efficiency rows each GEMM signal judges (a row may serve several): misaligned dims (not tiny);
+    -- low tensor efficiency (aligned, not tiny, not a GEMV, not short K, below tensor_efficiency_low_pct, not
+    -- trivial); a GEMV with a saving (flagged below dram_roof_pct after grouping); a short K loop (not tiny, not a
+    -- GEMV, aligned) with a saving
+    SELECT g.*, 'misaligned GEMM dims → fallback kernel' AS signal, 'misaligned GEMM' AS fix_key
+    FROM gemm_efficiency g WHERE g.misaligned AND NOT g.tiny
+    UNION ALL
+    SELECT g.*, 'GEMM/conv/attention at low tensor efficiency', 'low-efficiency GEMM op'
+    FROM gemm_efficiency g CROSS JOIN t
     WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND NOT g.short_k AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-), gemv AS (
-    -- GEMVs (M or N <= gemv_max_dim) are judged on their memory roof: flagged below dram_roof_pct of DRAM peak
-    SELECT 'GEMV below its memory roof' AS signal,
-           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
-           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
-           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
-           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat('GEMV moving its compulsory bytes at ',
-                  CAST(round(sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the DRAM peak (< ', CAST(max(t.dram_roof_pct) AS VARCHAR), '); ',
-                  CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak, as a GEMV must be') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'GEMV below memory roof' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
-    WHERE g.gemv AND g.est_time_saved_ns > 0
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-    HAVING sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0) < max(t.dram_roof_pct)
-), short_k_gemm AS (
+    UNION ALL
+    SELECT g.*, 'GEMV below its memory roof', 'GEMV below memory roof'
+    FROM gemm_efficiency g WHERE g.gemv AND g.est_time_saved_ns > 0
+    UNION ALL
     -- GEMMs whose K loop is too short to reach a steady state (gemm_efficiency.short_k): prologue/epilogue-
     -- dominated, whatever ncu's latency/ILP words say; the estimate is the GEMM at its memory or compute roof
-    SELECT 'short-K GEMM (prologue/epilogue-dominated)' AS signal,
+    SELECT g.*, 'short-K GEMM (prologue/epilogue-dominated)', 'short-K GEMM'
+    FROM gemm_efficiency g WHERE g.short_k AND NOT g.tiny AND NOT g.gemv AND NOT g.misaligned AND g.est_time_saved_ns > 0
+), gemm_signals AS (
+    -- one row per signal, op shape and kernel, over its models
+    SELECT g.signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
                   min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
            g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
            count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
            CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat(min(g.evidence), '; ', CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak; wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'short-K GEMM' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model
-    WHERE g.short_k AND NOT g.tiny AND NOT g.gemv AND NOT g.misaligned AND g.est_time_saved_ns > 0
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+           CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR) AS pct_of_peak,
+           sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0) AS pct_of_dram_roof,
+           min(g.math_dtype) AS math_dtype, CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR) AS wave_fill,
+           min(g.evidence) AS gemm_evidence,
+           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption, g.fix_key,
+           CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
+           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis
+    FROM gemm_signal_rows g LEFT JOIN model_stack ms ON ms.model = g.model
+    GROUP BY g.signal, g.fix_key, g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+), gemm_rows AS (
+    SELECT g.signal, g.subject, g.kernel_id, g.library, g.op_class, g.models, g.model_list, g.launches, g.gpu_time_ns,
+           CASE g.fix_key
+                WHEN 'misaligned GEMM' THEN concat(g.gemm_evidence, '; ', g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak')
+                WHEN 'low-efficiency GEMM op'
+                    THEN concat(g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak (< ', CAST(t.tensor_efficiency_low_pct AS VARCHAR),
+                                '); wave fill ', g.wave_fill, ' %')
+                WHEN 'GEMV below memory roof'
+                    THEN concat('GEMV moving its compulsory bytes at ', CAST(round(g.pct_of_dram_roof, 1) AS VARCHAR),
+                                ' % of the DRAM peak (< ', CAST(t.dram_roof_pct AS VARCHAR), '); ', g.pct_of_peak,
+                                ' % of the dense ', g.math_dtype, ' peak, as a GEMV must be')
+                ELSE concat(g.gemm_evidence, '; ', g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak; wave fill ',
+                            g.wave_fill, ' %') END AS evidence,
+           g.est_time_saved_ns, g.assumption, g.fix_key, g.framework, g.time_basis, g.floor_ns, g.floor_basis,
+           'kernel time' AS basis
+    FROM gemm_signals g CROSS JOIN t
+    -- a GEMV is flagged only below dram_roof_pct of the DRAM peak, time-weighted over its models
+    WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
 ), timeline_order AS (
     -- each timeline kernel's place on its stream, and the GEMMs among them (op shapes from the trace)
     SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base,
@@ -583,10 +569,7 @@ WITH t AS (
     GROUP BY k.kernel_id
     HAVING count(*) >= max(t.many_launches)
 ), calibrated AS (
-    SELECT * FROM misaligned
-    UNION ALL SELECT * FROM low_gemm
-    UNION ALL SELECT * FROM gemv
-    UNION ALL SELECT * FROM short_k_gemm
+    SELECT * FROM gemm_rows
     UNION ALL SELECT * FROM shared_input
     UNION ALL SELECT * FROM low_tensor
     UNION ALL SELECT * FROM reuse
