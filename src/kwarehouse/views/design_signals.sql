@@ -1,4 +1,4 @@
--- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
+-- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, short-K GEMMs, GEMMs sharing an input (gate/up, q/k/v), fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
 -- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
 -- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
 -- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
@@ -35,11 +35,21 @@
 --       pre_hopper_kernels.csv (FlashAttention-2, cuBLAS and cuDNN sm80 builds); saved = time x (1 - 1/speedup) where
 --       a published speed of the Hopper path exists (the row cites it), else no estimate; the fix (signal_fixes.csv,
 --       fix_key = the kernel family) names the Hopper path;
+--   short-K GEMM (prologue/epilogue-dominated): gemm_efficiency rows with short_k (a K loop no longer than
+--       short_k_iterations or the kernel's pipeline stages), not tiny, not GEMVs, aligned; its estimate (the GEMM at
+--       its memory or compute roof), fix: a larger batched or fused GEMM without split-K; never 'low tensor
+--       efficiency' (ncu calls such GEMMs latency-bound, fix more ILP);
+--   GEMMs sharing an input (fusion candidate): on a timeline, GEMMs back to back on one stream (at most
+--       neighbour_kernels_between kernels apart) with the same op, M, K, batch and dtype: the same input A (Llama's
+--       q/k/v projections; gate_proj, SiLU, up_proj); saved = each shorter member's re-read of A at the DRAM peak,
+--       never more than its time above its floor; the launch gaps it also removes are idle time, evidence only;
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
 -- Bounds (issue 33): a kernel-time estimate is at most the row's time above its floor (floor_ns, floor_basis:
 -- max of the DRAM floor, its compulsory bytes at the DRAM peak, and the compute floor, its FLOPs at
--- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; bound_ns =
+-- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; on timeline time,
+-- whose caches are warm and whose clock is unknown, bytes within the L2 at the L2 peak ncu measured (none where
+-- no export gave it) and the tensor roof at the GPU's highest clock, as gemm_efficiency says why; bound_ns =
 -- gpu_time_ns - floor_ns; est_alone_ns is the estimate so bounded). Several signals on one kernel share its
 -- bound: combined 1 - prod(1 - s_i) of the kernel's time (s_i: each signal's saving over that time), each
 -- keeping its part in proportion (one fix leaves the others' share of the remaining time; a plain sum passed

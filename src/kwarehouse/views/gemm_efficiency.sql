@@ -1,4 +1,4 @@
--- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
+-- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems, short K loops), its floor (L2-resident on warm timelines) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
 -- Rows: the main kernel of each GEMM op (mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm, _grouped_mm;
 -- normalize/op_flops.py), M/N/K/batch from the op's input shapes. time_basis 'timeline': the model has a
 -- timeline on that GPU (PyTorch trace, nsys) and gpu_time_ns is its real GPU time; 'ncu replay': it has
@@ -23,11 +23,25 @@
 -- waves_per_sm'), else grid_size / SMs (one block per SM: what warp-specialised Hopper GEMMs run;
 -- persistent kernels such as nvjet launch one block per SM and always read 100). tiny: 2·M·N·K·batch
 -- below tiny_flops or a dimension below tiny_dim (the limits CTE; documented constants).
--- floor_ns (floor_basis): the time the row cannot beat, max(dram_floor_ns: A, B and C once at the GPU's DRAM
--- peak; compute_floor_ns: its FLOPs at achievable_tensor_pct of its dtype's dense peak). shape_class: 'GEMV',
--- 'memory-bound shape' (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- floor_ns (floor_basis): the time the row cannot beat, max(memory_floor_ns, compute_floor_ns: its FLOPs at
+-- achievable_tensor_pct of its dtype's dense peak; on a timeline, which measures no clock, of the peak at the
+-- GPU's highest clock where ncu's tensor counters give the peak per cycle). memory_floor_ns is dram_floor_ns (A,
+-- B and C once at the GPU's DRAM peak) except for an L2-resident working set (l2_resident: a timeline's warm
+-- caches and bytes per launch within the L2 ncu reported, device__attribute_l2_cache_size, 50 MiB on the H100):
+-- those bytes at the L2 peak ncu measured (derived__lts__lts2xbar_bytes.sum.peak_sustained x L2 clock, 8.55-8.76
+-- TB/s on the corpus H100), NULL where no export on that GPU gave it. Why (GPU-PERF-NOTES "Bounding an
+-- estimate": a floor is a time the kernel cannot beat): on the corpus timelines, kernels whose bytes fit in L2
+-- ran faster than their bytes at the DRAM peak (24.2 us against a 30.2 us DRAM floor), so for them the DRAM
+-- floor is no floor; ncu's cold-cache replays keep the DRAM floor. shape_class: 'GEMV', 'memory-bound shape'
+-- (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- The K loop: k_tile and pipeline_stages from the kernel name (nvjet/CUTLASS '_<M>x<N>_<k>x<stages>_'),
+-- k_iterations = ceil(K / k_tile) (64 where the name has none), short_k where the loop is at most
+-- short_k_iterations (bottleneck_thresholds) or no longer than the pipeline's stages: prologue/epilogue-
+-- dominated, not short of ILP. diagnosis: kwh's word for the row (GEMV, tiny, misaligned, short K loop,
+-- memory-bound or compute-bound shape) where ncu's SOLBottleneck words mislead on Hopper GEMMs.
 -- est_time_saved_ns (an ESTIMATE, estimate_basis says of what, never above gpu_time_ns - floor_ns): a GEMV's
--- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); any other row's FLOPs
+-- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); a short-K GEMM's time
+-- above its roof (its bytes at achievable_dram_pct of their level's peak, or its compute floor); any other row's FLOPs
 -- at the efficiency (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU, dtype and
 -- shape class, aligned, not tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its
 -- actual time, floored at 0; the source GEMM is named in estimate_basis.
