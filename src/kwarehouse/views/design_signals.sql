@@ -233,7 +233,7 @@ WITH t AS (
     WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
 ), timeline_order AS (
     -- each timeline kernel's place on its stream, and the GEMMs among them (op shapes from the trace)
-    SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base,
+    SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base, l.library,
            l.kernel_display, l.framework_op, l.gemm_m, l.gemm_n, l.gemm_k, l.gemm_batch, l.math_dtype, l.peak_flops_per_s,
            row_number() OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.start_ns, l.launch_index) AS seq
     FROM kernel_launches l
@@ -242,8 +242,8 @@ WITH t AS (
     SELECT o.*,
            lag(o.seq) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_seq,
            lag(o.start_ns + o.duration_ns) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_end_ns,
-           lag(concat(o.framework_op, '|', CAST(o.gemm_m AS VARCHAR), '|', CAST(o.gemm_k AS VARCHAR), '|',
-                      CAST(o.gemm_batch AS VARCHAR), '|', coalesce(o.math_dtype, '?')))
+           lag(concat(coalesce(o.framework_op, '?'), '|', CAST(o.gemm_m AS VARCHAR), '|', CAST(o.gemm_k AS VARCHAR), '|',
+                      CAST(coalesce(o.gemm_batch, 1) AS VARCHAR), '|', coalesce(o.math_dtype, '?')))
                OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_input
     FROM timeline_order o
     WHERE o.gemm_m IS NOT NULL AND o.gemm_n IS NOT NULL AND o.gemm_k IS NOT NULL
@@ -255,8 +255,8 @@ WITH t AS (
     -- (a norm, a residual add) takes more kernels than the limit allows
     SELECT g.*,
            CASE WHEN g.prev_seq IS NOT NULL AND g.seq - g.prev_seq - 1 <= t.neighbour_kernels_between
-                     AND g.prev_input = concat(g.framework_op, '|', CAST(g.gemm_m AS VARCHAR), '|', CAST(g.gemm_k AS VARCHAR), '|',
-                                               CAST(g.gemm_batch AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
+                     AND g.prev_input = concat(coalesce(g.framework_op, '?'), '|', CAST(g.gemm_m AS VARCHAR), '|', CAST(g.gemm_k AS VARCHAR), '|',
+                                               CAST(coalesce(g.gemm_batch, 1) AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
                 THEN 0 ELSE 1 END AS starts_group,
            CASE WHEN g.seq - g.prev_seq = 1 THEN greatest(0, g.start_ns - g.prev_end_ns) ELSE 0 END AS gap_before_ns
     FROM timeline_gemms g CROSS JOIN t
@@ -301,6 +301,7 @@ WITH t AS (
            array_to_string(list_sort(list(CAST(m.gemm_n AS VARCHAR))), ' + ') AS n_list,
            array_to_string(list_sort(list(DISTINCT coalesce(m.kernel_display, m.kernel_base))), ' / ') AS kernels,
            arg_max(m.kernel_id, CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS kernel_id,
+           arg_max(m.library, CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS library,
            sum(CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS others_ns,
            sum(CASE WHEN m.time_rank > 1 THEN m.floor_ns END) AS others_floor_ns,
            sum(CASE WHEN m.time_rank > 1 THEN m.a_read_ns END) AS reread_ns,
@@ -311,9 +312,9 @@ WITH t AS (
     GROUP BY m.run_id, m.model, m.gpu, m.device_id, m.stream_id, m.group_no
 ), shared_input AS (
     SELECT 'GEMMs sharing an input (fusion candidate)' AS signal,
-           concat(o.op, ' x', CAST(min(o.members) AS VARCHAR), ' [', CAST(o.m AS VARCHAR), ', ', o.n_list, ', ', CAST(o.k AS VARCHAR), '] ',
-                  o.math_dtype, ' on ', min(o.kernels)) AS subject,
-           o.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class, 1 AS models, o.model AS model_list,
+           concat(coalesce(o.op, '?'), ' x', CAST(min(o.members) AS VARCHAR), ' [', CAST(o.m AS VARCHAR), ', ', o.n_list, ', ', CAST(o.k AS VARCHAR), '] ',
+                  coalesce(o.math_dtype, '?'), ' on ', min(o.kernels)) AS subject,
+           o.kernel_id, min(o.library) AS library, 'gemm' AS op_class, 1 AS models, o.model AS model_list,
            CAST(sum(o.members) AS BIGINT) AS launches, sum(o.others_ns) AS gpu_time_ns,
            concat(CAST(count(*) AS VARCHAR), ' occurrence(s) of ', CAST(min(o.members) AS VARCHAR), ' GEMMs back to back on one stream with the same M = ',
                   CAST(o.m AS VARCHAR), ', K = ', CAST(o.k AS VARCHAR), ' and input shape (A: ', CAST(round(max(o.a_bytes) / 1e6, 2) AS VARCHAR),
