@@ -64,6 +64,16 @@ def check_invariants(warehouse: Warehouse) -> int:
         assert not (gemv and misaligned), (m, n, k)
         assert est is None or 0 <= est <= max(0.0, time_ns - floor) + SLACK, (m, n, k, est, time_ns, floor)
     assert rows(warehouse, "SELECT count(*) FROM launch_bound WHERE est_time_saved_ns < 0") == [(0,)]
+    # no tensor kernel against a CUDA-core roof: a GEMM, conv or attention launch of a tensor dtype whose
+    # tensor work went uncounted has no roof at all (its counted FLOPs are its epilogue's), never the FP32 one
+    assert rows(warehouse, "SELECT kernel_base, roof FROM roofline WHERE op_class IN ('gemm', 'conv', 'attention') "
+                           "AND coalesce(math_dtype, 'unknown') NOT IN ('fp32', 'fp64', 'unknown') "
+                           "AND roof LIKE '%CUDA-core%'") == []
+    # GEMMs sharing an input: each saving within the shorter members' re-read of A and their time above floor
+    for subject, est, time_ns, floor in rows(
+            warehouse, "SELECT subject, est_time_saved_ns, gpu_time_ns, floor_ns FROM design_signals "
+                       "WHERE signal = 'GEMMs sharing an input (fusion candidate)'"):
+        assert 0 <= est <= max(0.0, time_ns - floor) + SLACK, (subject, est, time_ns, floor)
     # what_to_fix_first: idle time is its own basis, and profiled idle time ranks after every other basis
     ranked = rows(warehouse, "SELECT rank, basis, saves FROM what_to_fix_first ORDER BY rank")
     assert {b for _, b, _ in ranked} <= BASES

@@ -111,6 +111,23 @@ def test_the_report_renders_from_the_whole_corpus(corpus_warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
+def test_issue_33_invariants_hold_on_every_corpus_model(corpus_warehouse):
+    """Issue 33 "How it is checked" on the whole corpus: no saving above its bound, no model's savings above its
+    GPU time, no GEMV misaligned, no tensor kernel against a CUDA-core roof (test_bounds.check_invariants); and
+    the neighbouring GEMMs on one input the corpus holds: Llama's q/k/v and gate/up projections (4 layers, 2
+    iterations) and compiled_mlp's two SwiGLU gate/up pairs, which Inductor left as two cuBLAS GEMMs."""
+    from test_bounds import check_invariants
+    assert check_invariants(corpus_warehouse) > 30
+    con = duckdb.connect(str(corpus_warehouse.duckdb_path), read_only=True)
+    shared = con.execute("SELECT model_list, subject, launches FROM design_signals "
+                         "WHERE signal = 'GEMMs sharing an input (fusion candidate)' ORDER BY 1, 2").fetchall()
+    assert [(m, s.split(" bf16 on")[0], n) for m, s, n in shared] == [
+        ("compiled_mlp", "aten::mm x2 [4096, 8192 + 8192, 2048]", 8),
+        ("llama", "aten::mm x2 [2048, 2816 + 2816, 1024]", 16),
+        ("llama", "aten::mm x3 [2048, 1024 + 256 + 256, 1024]", 24)]
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
 def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
     from conftest import warehouse_rows

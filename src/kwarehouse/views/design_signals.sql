@@ -1,4 +1,4 @@
--- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
+-- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, short-K GEMMs, GEMMs sharing an input (gate/up, q/k/v), fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
 -- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
 -- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
 -- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
@@ -35,11 +35,21 @@
 --       pre_hopper_kernels.csv (FlashAttention-2, cuBLAS and cuDNN sm80 builds); saved = time x (1 - 1/speedup) where
 --       a published speed of the Hopper path exists (the row cites it), else no estimate; the fix (signal_fixes.csv,
 --       fix_key = the kernel family) names the Hopper path;
+--   short-K GEMM (prologue/epilogue-dominated): gemm_efficiency rows with short_k (a K loop no longer than
+--       short_k_iterations or the kernel's pipeline stages), not tiny, not GEMVs, aligned; its estimate (the GEMM at
+--       its memory or compute roof), fix: a larger batched or fused GEMM without split-K; never 'low tensor
+--       efficiency' (ncu calls such GEMMs latency-bound, fix more ILP);
+--   GEMMs sharing an input (fusion candidate): on a timeline, GEMMs back to back on one stream (at most
+--       neighbour_kernels_between kernels apart) with the same op, M, K, batch and dtype: the same input A (Llama's
+--       q/k/v projections; gate_proj, SiLU, up_proj); saved = each shorter member's re-read of A at the DRAM peak,
+--       never more than its time above its floor; the launch gaps it also removes are idle time, evidence only;
 --   fusable chain of small kernels / launch-bound run: fusion_candidates and launch_bound (timeline), averaged
 --       over the model's timeline runs.
 -- Bounds (issue 33): a kernel-time estimate is at most the row's time above its floor (floor_ns, floor_basis:
 -- max of the DRAM floor, its compulsory bytes at the DRAM peak, and the compute floor, its FLOPs at
--- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; bound_ns =
+-- achievable_tensor_pct of its tensor roof or achievable_cuda_core_pct of its CUDA-core roof; on timeline time,
+-- whose caches are warm and whose clock is unknown, bytes within the L2 at the L2 peak ncu measured (none where
+-- no export gave it) and the tensor roof at the GPU's highest clock, as gemm_efficiency says why; bound_ns =
 -- gpu_time_ns - floor_ns; est_alone_ns is the estimate so bounded). Several signals on one kernel share its
 -- bound: combined 1 - prod(1 - s_i) of the kernel's time (s_i: each signal's saving over that time), each
 -- keeping its part in proportion (one fix leaves the others' share of the remaining time; a plain sum passed
@@ -64,7 +74,8 @@ WITH t AS (
            max(CASE WHEN name = 'achievable_tensor_pct' THEN value END) AS achievable_tensor_pct,
            max(CASE WHEN name = 'achievable_cuda_core_pct' THEN value END) AS achievable_cuda_core_pct,
            max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
-           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct
+           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct,
+           max(CASE WHEN name = 'neighbour_kernels_between' THEN value END) AS neighbour_kernels_between
     FROM bottleneck_thresholds
 ), model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
@@ -82,39 +93,70 @@ WITH t AS (
     LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
                FROM kernel_time WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
       ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
+), gpu_l2 AS (
+    -- per GPU: the L2 capacity (device__attribute_l2_cache_size, 50 MiB on the H100 SXM) and the highest L2 peak
+    -- ncu measured (8.55-8.76 TB/s on the corpus H100s; NULL where no export had the hierarchical roofline)
+    SELECT c.gpu, c.l2_cache_bytes, p.peak_l2_bytes_per_s
+    FROM (SELECT gpu, max(value) AS l2_cache_bytes FROM metrics WHERE metric = 'device__attribute_l2_cache_size' GROUP BY gpu) c
+    LEFT JOIN (SELECT gpu, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s FROM kernels GROUP BY gpu) p ON p.gpu = c.gpu
 ), launch_floors AS (
-    -- each ncu launch's floor, the time it cannot beat: max(DRAM floor: the bytes it must move (its op's
+    -- each ncu launch's floor, the time it cannot beat: max(memory floor: the bytes it must move (its op's
     -- compulsory bytes; a GEMM's A, B and C once) at the DRAM peak, compute floor: its FLOPs (the op's from
     -- shapes, else executed ones from the counters) at achievable_tensor_pct of its tensor roof or
     -- achievable_cuda_core_pct of its CUDA-core roof). A tensor kernel whose tensor work was not counted has no
     -- compute floor (its counted FLOPs are its epilogue's); a launch with neither keeps floor 0.
+    -- warm_floor_ns is the floor of the same launch in a timeline (warm caches, no clock measured): bytes that fit
+    -- in L2 at the L2 peak (no memory floor where no L2 peak is known: the DRAM floor exceeds what such a kernel
+    -- takes, and a floor must err low), the FLOPs at the roof of the GPU's highest clock
     SELECT f.run_id, f.launch_id, f.grid_size, f.sm_count, f.dram_floor_ns, f.compute_floor_ns,
            greatest(coalesce(f.dram_floor_ns, 0), coalesce(f.compute_floor_ns, 0)) AS floor_ns,
            CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
                 WHEN coalesce(f.dram_floor_ns, 0) >= coalesce(f.compute_floor_ns, 0) THEN 'DRAM: compulsory bytes at the DRAM peak'
-                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak') END AS floor_basis
+                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak') END AS floor_basis,
+           greatest(coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0),
+                    coalesce(f.compute_floor_ns * f.clock_ratio, 0)) AS warm_floor_ns,
+           CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
+                WHEN f.l2_resident AND f.l2_floor_ns IS NULL AND f.compute_floor_ns IS NULL
+                THEN 'none known: bytes within the L2 (warm caches), no L2 peak known'
+                WHEN coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0)
+                     >= coalesce(f.compute_floor_ns * f.clock_ratio, 0)
+                THEN CASE WHEN f.l2_resident THEN 'L2: compulsory bytes within the L2 (warm caches) at the L2 peak'
+                          ELSE 'DRAM: compulsory bytes at the DRAM peak' END
+                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak',
+                            CASE WHEN f.clock_ratio < 1 THEN ' at the GPU''s highest clock' ELSE '' END,
+                            CASE WHEN f.l2_resident AND f.l2_floor_ns IS NULL
+                                 THEN '; bytes within the L2, no L2 peak known: no memory floor' ELSE '' END) END AS warm_floor_basis
     FROM (
-        SELECT k.run_id, k.launch_id, k.grid_size, k.sm_count,
-               coalesce(c.compulsory_bytes,
-                        CAST(k.gemm_batch AS DOUBLE) * (CAST(k.gemm_m AS DOUBLE) * k.gemm_k + CAST(k.gemm_k AS DOUBLE) * k.gemm_n
-                                                        + CAST(k.gemm_m AS DOUBLE) * k.gemm_n)
-                            * CASE WHEN k.math_dtype = 'fp64' THEN 8 WHEN k.math_dtype IN ('fp32', 'tf32') THEN 4
-                                   WHEN k.math_dtype IN ('bf16', 'fp16') THEN 2
-                                   WHEN k.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END)
-                   / NULLIF(k.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
-               CASE WHEN k.flops > 0 AND NOT coalesce(k.op_class IN ('gemm', 'conv', 'attention')
-                                                      AND k.flops_source = 'ncu CUDA-core counters'
-                                                      AND coalesce(k.math_dtype, 'unknown') NOT IN ('fp32', 'fp64'), false)
-                    THEN k.flops / NULLIF(k.peak_flops_per_s * CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s)
-                                                                    THEN t.achievable_cuda_core_pct ELSE t.achievable_tensor_pct END / 100.0, 0) * 1e9
-               END AS compute_floor_ns,
-               CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s) THEN t.achievable_cuda_core_pct
-                    ELSE t.achievable_tensor_pct END AS achievable_pct,
-               CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
-                    WHEN k.peak_flops_per_s = k.peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
-                    ELSE concat(coalesce(k.math_dtype, 'unknown'), ' dense tensor') END AS roof
-        FROM kernels k CROSS JOIN t
-        LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
+        SELECT b.*, b.bytes / NULLIF(b.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
+               b.bytes / NULLIF(b.peak_l2_bytes_per_s, 0) * 1e9 AS l2_floor_ns,
+               coalesce(b.bytes <= b.l2_cache_bytes, false) AS l2_resident
+        FROM (
+            SELECT k.run_id, k.launch_id, k.grid_size, k.sm_count, k.peak_dram_bytes_per_s, g.peak_l2_bytes_per_s, g.l2_cache_bytes,
+                   coalesce(c.compulsory_bytes,
+                            CAST(k.gemm_batch AS DOUBLE) * (CAST(k.gemm_m AS DOUBLE) * k.gemm_k + CAST(k.gemm_k AS DOUBLE) * k.gemm_n
+                                                            + CAST(k.gemm_m AS DOUBLE) * k.gemm_n)
+                                * CASE WHEN k.math_dtype = 'fp64' THEN 8 WHEN k.math_dtype IN ('fp32', 'tf32') THEN 4
+                                       WHEN k.math_dtype IN ('bf16', 'fp16') THEN 2
+                                       WHEN k.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END) AS bytes,
+                   CASE WHEN k.flops > 0 AND NOT coalesce(k.op_class IN ('gemm', 'conv', 'attention')
+                                                          AND k.flops_source = 'ncu CUDA-core counters'
+                                                          AND coalesce(k.math_dtype, 'unknown') NOT IN ('fp32', 'fp64'), false)
+                        THEN k.flops / NULLIF(k.peak_flops_per_s * CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s)
+                                                                        THEN t.achievable_cuda_core_pct ELSE t.achievable_tensor_pct END / 100.0, 0) * 1e9
+                   END AS compute_floor_ns,
+                   -- the measured clock over the highest, where the roof is ncu's peak per cycle x that clock (tensor
+                   -- counters): the compute floor at the highest clock (a timeline measures none)
+                   CASE WHEN k.flops_source = 'ncu tensor counters'
+                        THEN coalesce(least(1.0, k.sm_clock_hz / NULLIF(k.max_sm_clock_hz, 0)), 1.0) ELSE 1.0 END AS clock_ratio,
+                   CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s) THEN t.achievable_cuda_core_pct
+                        ELSE t.achievable_tensor_pct END AS achievable_pct,
+                   CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
+                        WHEN k.peak_flops_per_s = k.peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
+                        ELSE concat(coalesce(k.math_dtype, 'unknown'), ' dense tensor') END AS roof
+            FROM kernels k CROSS JOIN t
+            LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
+            LEFT JOIN gpu_l2 g ON g.gpu = k.gpu
+        ) b
     ) f
 ), launches AS (
     -- bottleneck_class and occupancy read once; the signals below all work from this
@@ -123,7 +165,9 @@ WITH t AS (
            b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
            b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
            o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread, ms.framework,
-           lf.grid_size, lf.sm_count, lf.floor_ns * w.launch_scale AS real_floor_ns, lf.floor_basis
+           lf.grid_size, lf.sm_count,
+           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_ns ELSE lf.floor_ns END * w.launch_scale AS real_floor_ns,
+           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_basis ELSE lf.floor_basis END AS floor_basis
     FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
     JOIN launch_floors lf ON lf.run_id = b.run_id AND lf.launch_id = b.launch_id
     LEFT JOIN model_stack ms ON ms.model = b.model
@@ -132,58 +176,162 @@ WITH t AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
     SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time WHERE time_basis = 'timeline'
-), misaligned AS (
-    SELECT 'misaligned GEMM dims → fallback kernel' AS signal,
-           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
-           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
-           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
-           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat(min(g.evidence), '; ', CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'misaligned GEMM' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model
-    WHERE g.misaligned AND NOT g.tiny
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-), low_gemm AS (
-    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal,
-           concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
-                  min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
-           g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
-           count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
-           CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat(CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak (< ', CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR),
-                  '); wave fill ', CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR), ' %') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'low-efficiency GEMM op' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
-    WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND g.pct_of_peak < t.tensor_efficiency_low_pct
+), gemm_signal_rows AS (
+    -- the gemm_efficiency rows each GEMM signal judges (a row may serve several): misaligned dims (not tiny);
+    -- low tensor efficiency (aligned, not tiny, not a GEMV, not short K, below tensor_efficiency_low_pct, not
+    -- trivial); a GEMV with a saving (flagged below dram_roof_pct after grouping); a short K loop (not tiny, not a
+    -- GEMV, aligned) with a saving
+    SELECT g.*, 'misaligned GEMM dims → fallback kernel' AS signal, 'misaligned GEMM' AS fix_key
+    FROM gemm_efficiency g WHERE g.misaligned AND NOT g.tiny
+    UNION ALL
+    SELECT g.*, 'GEMM/conv/attention at low tensor efficiency', 'low-efficiency GEMM op'
+    FROM gemm_efficiency g CROSS JOIN t
+    WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND NOT g.short_k AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-), gemv AS (
-    -- GEMVs (M or N <= gemv_max_dim) are judged on their memory roof: flagged below dram_roof_pct of DRAM peak
-    SELECT 'GEMV below its memory roof' AS signal,
+    UNION ALL
+    SELECT g.*, 'GEMV below its memory roof', 'GEMV below memory roof'
+    FROM gemm_efficiency g WHERE g.gemv AND g.est_time_saved_ns > 0
+    UNION ALL
+    -- GEMMs whose K loop is too short to reach a steady state (gemm_efficiency.short_k): prologue/epilogue-
+    -- dominated, whatever ncu's latency/ILP words say; the estimate is the GEMM at its memory or compute roof
+    SELECT g.*, 'short-K GEMM (prologue/epilogue-dominated)', 'short-K GEMM'
+    FROM gemm_efficiency g WHERE g.short_k AND NOT g.tiny AND NOT g.gemv AND NOT g.misaligned AND g.est_time_saved_ns > 0
+), gemm_signals AS (
+    -- one row per signal, op shape and kernel, over its models
+    SELECT g.signal,
            concat(min(g.op), ' [', CAST(g.m AS VARCHAR), ', ', CAST(g.n AS VARCHAR), ', ', CAST(g.k AS VARCHAR), '] ',
                   min(g.math_dtype), ' on ', coalesce(min(g.kernel_display), min(g.kernel_base))) AS subject,
            g.kernel_id, 'cuBLAS' AS library, 'gemm' AS op_class,
            count(DISTINCT g.model) AS models, array_to_string(list_sort(list(DISTINCT g.model)), ',') AS model_list,
            CAST(sum(g.launches) AS BIGINT) AS launches, sum(g.gpu_time_ns) AS gpu_time_ns,
-           concat('GEMV moving its compulsory bytes at ',
-                  CAST(round(sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the DRAM peak (< ', CAST(max(t.dram_roof_pct) AS VARCHAR), '); ',
-                  CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR),
-                  ' % of the dense ', min(g.math_dtype), ' peak, as a GEMV must be') AS evidence,
-           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption,
-           'GEMV below memory roof' AS fix_key, CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
-           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis, 'kernel time' AS basis
-    FROM gemm_efficiency g LEFT JOIN model_stack ms ON ms.model = g.model CROSS JOIN t
-    WHERE g.gemv AND g.est_time_saved_ns > 0
-    GROUP BY g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
-    HAVING sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0) < max(t.dram_roof_pct)
+           CAST(round(sum(g.pct_of_peak * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0), 1) AS VARCHAR) AS pct_of_peak,
+           sum(g.pct_of_dram_roof * g.gpu_time_ns) / NULLIF(sum(g.gpu_time_ns), 0) AS pct_of_dram_roof,
+           min(g.math_dtype) AS math_dtype, CAST(round(min(g.wave_fill_pct), 0) AS VARCHAR) AS wave_fill,
+           min(g.evidence) AS gemm_evidence,
+           sum(g.est_time_saved_ns) AS est_time_saved_ns, min(g.estimate_basis) AS assumption, g.fix_key,
+           CASE WHEN count(DISTINCT coalesce(ms.framework, '?')) = 1 THEN min(ms.framework) END AS framework,
+           min(g.time_basis) AS time_basis, sum(g.floor_ns) AS floor_ns, min(g.floor_basis) AS floor_basis
+    FROM gemm_signal_rows g LEFT JOIN model_stack ms ON ms.model = g.model
+    GROUP BY g.signal, g.fix_key, g.op, g.m, g.n, g.k, g.kernel_id, g.time_basis
+), gemm_rows AS (
+    SELECT g.signal, g.subject, g.kernel_id, g.library, g.op_class, g.models, g.model_list, g.launches, g.gpu_time_ns,
+           CASE g.fix_key
+                WHEN 'misaligned GEMM' THEN concat(g.gemm_evidence, '; ', g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak')
+                WHEN 'low-efficiency GEMM op'
+                    THEN concat(g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak (< ', CAST(t.tensor_efficiency_low_pct AS VARCHAR),
+                                '); wave fill ', g.wave_fill, ' %')
+                WHEN 'GEMV below memory roof'
+                    THEN concat('GEMV moving its compulsory bytes at ', CAST(round(g.pct_of_dram_roof, 1) AS VARCHAR),
+                                ' % of the DRAM peak (< ', CAST(t.dram_roof_pct AS VARCHAR), '); ', g.pct_of_peak,
+                                ' % of the dense ', g.math_dtype, ' peak, as a GEMV must be')
+                ELSE concat(g.gemm_evidence, '; ', g.pct_of_peak, ' % of the dense ', g.math_dtype, ' peak; wave fill ',
+                            g.wave_fill, ' %') END AS evidence,
+           g.est_time_saved_ns, g.assumption, g.fix_key, g.framework, g.time_basis, g.floor_ns, g.floor_basis,
+           'kernel time' AS basis
+    FROM gemm_signals g CROSS JOIN t
+    -- a GEMV is flagged only below dram_roof_pct of the DRAM peak, time-weighted over its models
+    WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
+), timeline_order AS (
+    -- each timeline kernel's place on its stream, and the GEMMs among them (op shapes from the trace)
+    SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base, l.library,
+           l.kernel_display, l.framework_op, l.gemm_m, l.gemm_n, l.gemm_k, l.gemm_batch, l.math_dtype, l.peak_flops_per_s,
+           row_number() OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.start_ns, l.launch_index) AS seq
+    FROM kernel_launches l
+    WHERE l.activity = 'kernel'
+), timeline_gemms AS (
+    SELECT o.*,
+           lag(o.seq) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_seq,
+           lag(o.start_ns + o.duration_ns) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_end_ns,
+           lag(concat(coalesce(o.framework_op, '?'), '|', CAST(o.gemm_m AS VARCHAR), '|', CAST(o.gemm_k AS VARCHAR), '|',
+                      CAST(coalesce(o.gemm_batch, 1) AS VARCHAR), '|', coalesce(o.math_dtype, '?')))
+               OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_input
+    FROM timeline_order o
+    WHERE o.gemm_m IS NOT NULL AND o.gemm_n IS NOT NULL AND o.gemm_k IS NOT NULL
+), shared_input_links AS (
+    -- a GEMM continues its predecessor's group when it is the next GEMM on the stream, at most
+    -- neighbour_kernels_between other kernels later, with the same op, M, K, batch and dtype: the same input A
+    -- (Llama's q/k/v projections back to back; gate_proj, the SiLU of its output, up_proj). The trace records no
+    -- tensor identity, so the shared A is inferred from its shape and the adjacency; an A rewritten in between
+    -- (a norm, a residual add) takes more kernels than the limit allows
+    SELECT g.*,
+           CASE WHEN g.prev_seq IS NOT NULL AND g.seq - g.prev_seq - 1 <= t.neighbour_kernels_between
+                     AND g.prev_input = concat(coalesce(g.framework_op, '?'), '|', CAST(g.gemm_m AS VARCHAR), '|', CAST(g.gemm_k AS VARCHAR), '|',
+                                               CAST(coalesce(g.gemm_batch, 1) AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
+                THEN 0 ELSE 1 END AS starts_group,
+           CASE WHEN g.seq - g.prev_seq = 1 THEN greatest(0, g.start_ns - g.prev_end_ns) ELSE 0 END AS gap_before_ns
+    FROM timeline_gemms g CROSS JOIN t
+), shared_input_groups AS (
+    SELECT l.*,
+           sum(l.starts_group) OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.seq
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS group_no
+    FROM shared_input_links l
+), shared_input_members AS (
+    -- each member's floor (A, B and C once at the DRAM peak; its FLOPs at achievable_tensor_pct of its
+    -- dtype's peak) and whether it is the group's longest (the one the others fuse into)
+    SELECT m.*,
+           count(*) OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no) AS group_size,
+           row_number() OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no
+                              ORDER BY m.duration_ns DESC, m.seq) AS time_rank,
+           greatest(coalesce(CAST(m.gemm_batch AS DOUBLE) * (CAST(m.gemm_m AS DOUBLE) * m.gemm_k + CAST(m.gemm_k AS DOUBLE) * m.gemm_n
+                                                             + CAST(m.gemm_m AS DOUBLE) * m.gemm_n) * m.elem_bytes
+                             / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9, 0),
+                    coalesce(2.0 * m.gemm_m * m.gemm_n * m.gemm_k * m.gemm_batch
+                             / NULLIF(greatest(m.peak_flops_per_s, coalesce(r.peak_flops_per_s, 0)) * t.achievable_tensor_pct / 100.0, 0) * 1e9, 0))
+               AS floor_ns,
+           CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9 AS a_read_ns,
+           CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes AS a_bytes
+    FROM (SELECT g.*, CASE WHEN g.math_dtype = 'fp64' THEN 8 WHEN g.math_dtype IN ('fp32', 'tf32') THEN 4
+                            WHEN g.math_dtype IN ('bf16', 'fp16') THEN 2
+                            WHEN g.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END AS elem_bytes
+          FROM shared_input_groups g) m
+    CROSS JOIN t
+    LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM kernels GROUP BY gpu) d ON d.gpu = m.gpu
+    -- a timeline measures no clock: the compute floor takes the dtype's peak at the GPU's highest clock where
+    -- ncu's tensor counters give its peak per cycle (above the datasheet's: 1,070 TFLOP/s BF16 at 1.98 GHz)
+    LEFT JOIN (SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
+               FROM kernels
+               WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
+               GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
+), shared_input_occurrences AS (
+    -- one row per group of two or more: fusing them into one GEMM (N = the sum of their N) saves, per member
+    -- but the longest, its re-read of A from DRAM (an upper bound: A may still sit in L2), never more than those
+    -- members' time above their floors; the launch gaps before them are idle time, kept as evidence only
+    SELECT m.run_id, m.model, m.gpu, m.group_no, min(m.framework_op) AS op, min(m.gemm_m) AS m, min(m.gemm_k) AS k,
+           min(m.gemm_batch) AS batch, min(m.math_dtype) AS math_dtype, count(*) AS members,
+           array_to_string(list_sort(list(CAST(m.gemm_n AS VARCHAR))), ' + ') AS n_list,
+           array_to_string(list_sort(list(DISTINCT coalesce(m.kernel_display, m.kernel_base))), ' / ') AS kernels,
+           arg_max(m.kernel_id, CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS kernel_id,
+           arg_max(m.library, CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS library,
+           sum(CASE WHEN m.time_rank > 1 THEN m.duration_ns END) AS others_ns,
+           sum(CASE WHEN m.time_rank > 1 THEN m.floor_ns END) AS others_floor_ns,
+           sum(CASE WHEN m.time_rank > 1 THEN m.a_read_ns END) AS reread_ns,
+           sum(CASE WHEN m.starts_group = 0 THEN m.gap_before_ns ELSE 0 END) AS gaps_ns,
+           max(m.a_bytes) AS a_bytes, sum(m.duration_ns) AS group_ns
+    FROM shared_input_members m
+    WHERE m.group_size > 1
+    GROUP BY m.run_id, m.model, m.gpu, m.device_id, m.stream_id, m.group_no
+), shared_input AS (
+    SELECT 'GEMMs sharing an input (fusion candidate)' AS signal,
+           concat(coalesce(o.op, '?'), ' x', CAST(min(o.members) AS VARCHAR), ' [', CAST(o.m AS VARCHAR), ', ', o.n_list, ', ', CAST(o.k AS VARCHAR), '] ',
+                  coalesce(o.math_dtype, '?'), ' on ', min(o.kernels)) AS subject,
+           o.kernel_id, min(o.library) AS library, 'gemm' AS op_class, 1 AS models, o.model AS model_list,
+           CAST(sum(o.members) AS BIGINT) AS launches, sum(o.others_ns) AS gpu_time_ns,
+           concat(CAST(count(*) AS VARCHAR), ' occurrence(s) of ', CAST(min(o.members) AS VARCHAR), ' GEMMs back to back on one stream with the same M = ',
+                  CAST(o.m AS VARCHAR), ', K = ', CAST(o.k AS VARCHAR), ' and input shape (A: ', CAST(round(max(o.a_bytes) / 1e6, 2) AS VARCHAR),
+                  ' MB), N = ', o.n_list, ' (', min(o.kernels), '); all ', CAST(round(sum(o.group_ns) / 1e3, 1) AS VARCHAR),
+                  ' us, the shorter members ', CAST(round(sum(o.others_ns) / 1e3, 1) AS VARCHAR), ' us; re-reads of A ',
+                  coalesce(concat(CAST(round(sum(o.reread_ns) / 1e3, 1) AS VARCHAR), ' us at the DRAM peak'),
+                           'unknown (no DRAM peak for this GPU: no ncu run on it)'), '; launch gaps ',
+                  CAST(round(sum(o.gaps_ns) / 1e3, 1) AS VARCHAR), ' us (idle time, under the profiler)') AS evidence,
+           -- no DRAM peak known for the GPU (no ncu run on it): no estimate (least() would skip the NULL)
+           sum(CASE WHEN o.reread_ns IS NOT NULL THEN least(o.reread_ns, greatest(0.0, o.others_ns - coalesce(o.others_floor_ns, 0))) END)
+               AS est_time_saved_ns,
+           'ESTIMATE (upper bound): one GEMM over the concatenated weights (N = the sum) reads A once: each shorter member saves its re-read of A at the DRAM peak (A may still sit in L2: then less), never more than its time above its floor; the launch gaps it also removes are idle time, another basis, shown in the evidence and not added; the shared A is inferred from shapes and adjacency (the trace records no tensor identity)' AS assumption,
+           'GEMMs sharing an input' AS fix_key, min(ms.framework) AS framework, 'timeline' AS time_basis,
+           sum(o.others_floor_ns) AS floor_ns, 'the shorter members'' floors: max(A, B and C at the DRAM peak, FLOPs at the achievable tensor rate)' AS floor_basis,
+           'kernel time' AS basis
+    FROM shared_input_occurrences o LEFT JOIN model_stack ms ON ms.model = o.model
+    GROUP BY o.model, o.op, o.m, o.k, o.n_list, o.math_dtype, o.kernel_id
 ), tensor_launches AS (
     -- ncu launches of conv and attention kernels, and GEMM kernels without a framework op (gemm_efficiency
     -- covers those with one)
@@ -197,7 +345,8 @@ WITH t AS (
                     THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
                 ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis,
            w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale, ms.framework,
-           lf.floor_ns * w.launch_scale AS real_floor_ns, lf.floor_basis
+           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_ns ELSE lf.floor_ns END * w.launch_scale AS real_floor_ns,
+           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_basis ELSE lf.floor_basis END AS floor_basis
     FROM kernels k
     JOIN real_weights w ON w.model = k.model AND w.gpu = k.gpu AND w.kernel_id = k.kernel_id
     JOIN launch_floors lf ON lf.run_id = k.run_id AND lf.launch_id = k.launch_id
@@ -431,9 +580,8 @@ WITH t AS (
     GROUP BY k.kernel_id
     HAVING count(*) >= max(t.many_launches)
 ), calibrated AS (
-    SELECT * FROM misaligned
-    UNION ALL SELECT * FROM low_gemm
-    UNION ALL SELECT * FROM gemv
+    SELECT * FROM gemm_rows
+    UNION ALL SELECT * FROM shared_input
     UNION ALL SELECT * FROM low_tensor
     UNION ALL SELECT * FROM reuse
     UNION ALL SELECT * FROM register_limited

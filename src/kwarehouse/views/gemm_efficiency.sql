@@ -1,4 +1,4 @@
--- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
+-- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems, short K loops), its floor (L2-resident on warm timelines) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
 -- Rows: the main kernel of each GEMM op (mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm, _grouped_mm;
 -- normalize/op_flops.py), M/N/K/batch from the op's input shapes. time_basis 'timeline': the model has a
 -- timeline on that GPU (PyTorch trace, nsys) and gpu_time_ns is its real GPU time; 'ncu replay': it has
@@ -23,11 +23,25 @@
 -- waves_per_sm'), else grid_size / SMs (one block per SM: what warp-specialised Hopper GEMMs run;
 -- persistent kernels such as nvjet launch one block per SM and always read 100). tiny: 2·M·N·K·batch
 -- below tiny_flops or a dimension below tiny_dim (the limits CTE; documented constants).
--- floor_ns (floor_basis): the time the row cannot beat, max(dram_floor_ns: A, B and C once at the GPU's DRAM
--- peak; compute_floor_ns: its FLOPs at achievable_tensor_pct of its dtype's dense peak). shape_class: 'GEMV',
--- 'memory-bound shape' (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- floor_ns (floor_basis): the time the row cannot beat, max(memory_floor_ns, compute_floor_ns: its FLOPs at
+-- achievable_tensor_pct of its dtype's dense peak; on a timeline, which measures no clock, of the peak at the
+-- GPU's highest clock where ncu's tensor counters give the peak per cycle). memory_floor_ns is dram_floor_ns (A,
+-- B and C once at the GPU's DRAM peak) except for an L2-resident working set (l2_resident: a timeline's warm
+-- caches and bytes per launch within the L2 ncu reported, device__attribute_l2_cache_size, 50 MiB on the H100):
+-- those bytes at the L2 peak ncu measured (derived__lts__lts2xbar_bytes.sum.peak_sustained x L2 clock, 8.55-8.76
+-- TB/s on the corpus H100), NULL where no export on that GPU gave it. Why (GPU-PERF-NOTES "Bounding an
+-- estimate": a floor is a time the kernel cannot beat): on the corpus timelines, kernels whose bytes fit in L2
+-- ran faster than their bytes at the DRAM peak (24.2 us against a 30.2 us DRAM floor), so for them the DRAM
+-- floor is no floor; ncu's cold-cache replays keep the DRAM floor. shape_class: 'GEMV', 'memory-bound shape'
+-- (DRAM floor above compute floor: small K, skinny) or 'compute-bound shape'.
+-- The K loop: k_tile and pipeline_stages from the kernel name (nvjet/CUTLASS '_<M>x<N>_<k>x<stages>_'),
+-- k_iterations = ceil(K / k_tile) (64 where the name has none), short_k where the loop is at most
+-- short_k_iterations (bottleneck_thresholds) or no longer than the pipeline's stages: prologue/epilogue-
+-- dominated, not short of ILP. diagnosis: kwh's word for the row (GEMV, tiny, misaligned, short K loop,
+-- memory-bound or compute-bound shape) where ncu's SOLBottleneck words mislead on Hopper GEMMs.
 -- est_time_saved_ns (an ESTIMATE, estimate_basis says of what, never above gpu_time_ns - floor_ns): a GEMV's
--- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); any other row's FLOPs
+-- time above its memory roof (its compulsory bytes at achievable_dram_pct of DRAM peak); a short-K GEMM's time
+-- above its roof (its bytes at achievable_dram_pct of their level's peak, or its compute floor); any other row's FLOPs
 -- at the efficiency (pct_of_peak) of the most similar well-shaped GEMM in the warehouse (same GPU, dtype and
 -- shape class, aligned, not tiny, another shape or kernel, nearest FLOPs per launch on a log scale) minus its
 -- actual time, floored at 0; the source GEMM is named in estimate_basis.
@@ -36,7 +50,8 @@ WITH limits AS (
            16 AS tiny_dim,      -- M, N or K below 16: most of a 64-wide tensor-core tile idles
            max(CASE WHEN t.name = 'achievable_tensor_pct' THEN t.value END) AS achievable_tensor_pct,
            max(CASE WHEN t.name = 'achievable_dram_pct' THEN t.value END) AS achievable_dram_pct,
-           max(CASE WHEN t.name = 'gemv_max_dim' THEN t.value END) AS gemv_max_dim
+           max(CASE WHEN t.name = 'gemv_max_dim' THEN t.value END) AS gemv_max_dim,
+           max(CASE WHEN t.name = 'short_k_iterations' THEN t.value END) AS short_k_iterations
     FROM bottleneck_thresholds t
 ), timeline_models AS (
     SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
@@ -46,11 +61,14 @@ WITH limits AS (
     WHERE waves_per_sm IS NOT NULL
     GROUP BY model, gpu, kernel_id, grid_size, block_size
 ), gpu_sms AS (
-    -- the highest DRAM peak ncu reported for the GPU: the floor of a bound errs low, never high
+    -- the highest DRAM and L2 peaks ncu reported for the GPU: the floor of a bound errs low, never high
     SELECT gpu, max(sm_count) AS sm_count, max(compute_capability) AS compute_capability,
-           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
+           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s
     FROM kernels
     GROUP BY gpu
+), gpu_l2 AS (
+    -- the L2 capacity ncu reported for the GPU (device__attribute_l2_cache_size: 50 MiB on the H100 SXM)
+    SELECT gpu, max(value) AS l2_cache_bytes FROM metrics WHERE metric = 'device__attribute_l2_cache_size' GROUP BY gpu
 ), timeline_gemms AS (
     SELECT model, gpu, framework_op AS op, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
            math_dtype, kernel_id, kernel_base, kernel_display, kernel_name, grid_size, block_size,
@@ -124,6 +142,15 @@ WITH limits AS (
     FROM gemm_launches
     WHERE datasheet_peak_flops_per_s IS NOT NULL
     GROUP BY gpu, math_dtype
+), clock_roofs AS (
+    -- the dense peak of each dtype at the GPU's highest SM clock (ncu's tensor peak per cycle x max_sm_clock_hz,
+    -- where ncu ran the tensor roofline section: 540,672 BF16 FLOP/cycle x 1.98 GHz = 1,070 TFLOP/s on the H100
+    -- SXM): a timeline measures no clock, and a GEMM boosting past the datasheet's clock runs above its datasheet
+    -- peak (compiled_mlp's 4096 x 2048 x 8192 at 84 % of 989.5 TFLOP/s), so its compute floor takes this roof
+    SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
+    FROM kernels
+    WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
+    GROUP BY gpu, math_dtype
 ), grouped AS (
     SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
            min(g.kernel_base) AS kernel_base,
@@ -133,6 +160,11 @@ WITH limits AS (
            sum(g.duration_ns) AS gpu_time_ns,
            2.0 * g.m * g.n * g.k * g.batch AS flops_per_launch,
            coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)) AS peak_flops_per_s,
+           -- the roof of the compute floor: on a timeline (no clock measured) the higher of the datasheet peak and
+           -- the peak at the GPU's highest clock; on ncu rows the peak at the clock ncu measured
+           CASE WHEN min(g.time_basis) = 'timeline'
+                THEN greatest(coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)), coalesce(max(c.peak_flops_per_s), 0))
+                ELSE coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)) END AS floor_peak_flops_per_s,
            max(g.grid_size) AS grid_size,
            max(g.block_size) AS block_size,
            min(g.time_basis) AS time_basis,
@@ -148,6 +180,7 @@ WITH limits AS (
     FROM gemm_launches g
     LEFT JOIN dtype_roofs r ON r.gpu = g.gpu AND r.math_dtype = g.math_dtype
     LEFT JOIN datasheet_roofs d ON d.gpu = g.gpu AND d.math_dtype = g.math_dtype
+    LEFT JOIN clock_roofs c ON c.gpu = g.gpu AND c.math_dtype = g.math_dtype
     LEFT JOIN executed e
       ON e.gpu = g.gpu AND e.kernel_id = g.kernel_id AND e.grid_size = g.grid_size AND e.block_size = g.block_size
      AND e.m = g.m AND e.n = g.n AND e.k = g.k AND e.batch = g.batch
@@ -164,6 +197,11 @@ WITH limits AS (
            CASE WHEN w.waves_per_sm IS NOT NULL THEN 'ncu waves_per_sm'
                 WHEN s.sm_count IS NOT NULL THEN 'grid_size / sm_count (one block per SM assumed)' END AS wave_basis,
            regexp_extract(g.kernel_name, '(cutlass_75|cutlass_70|sm75|sm70|s1688|h1688|s884|h884|align1)', 1) AS fallback_marker,
+           -- the K-loop: the k-tile and pipeline stages the kernel name carries (nvjet_sm90_tst_176x128_64x5_...,
+           -- cutlass_80_..._128x32_8x5_...: tile M x N, then k-tile x stages); NULL where the name has none
+           TRY_CAST(nullif(regexp_extract(g.kernel_name, '_[0-9]+x[0-9]+_([0-9]+)x([0-9]+)_', 1), '') AS INTEGER) AS k_tile,
+           TRY_CAST(nullif(regexp_extract(g.kernel_name, '_[0-9]+x[0-9]+_([0-9]+)x([0-9]+)_', 2), '') AS INTEGER) AS pipeline_stages,
+           l.short_k_iterations,
            (g.flops_per_launch < l.tiny_flops OR least(g.m, g.n, g.k) < l.tiny_dim) AS tiny,
            l.tiny_flops,
            l.tiny_dim,
@@ -172,6 +210,8 @@ WITH limits AS (
            l.achievable_tensor_pct,
            l.achievable_dram_pct,
            s.peak_dram_bytes_per_s,
+           s.peak_l2_bytes_per_s,
+           c2.l2_cache_bytes,
            -- bytes the GEMM must move: A, B read once and C written once, at the math dtype's element size
            -- (an fp8 GEMM writing bf16 moves more: the floor errs low)
            CAST(g.batch AS DOUBLE) * (CAST(g.m AS DOUBLE) * g.k + CAST(g.k AS DOUBLE) * g.n + CAST(g.m AS DOUBLE) * g.n)
@@ -181,29 +221,57 @@ WITH limits AS (
     FROM grouped g
     CROSS JOIN limits l
     LEFT JOIN gpu_sms s ON s.gpu = g.gpu
+    LEFT JOIN gpu_l2 c2 ON c2.gpu = g.gpu
     LEFT JOIN ncu_waves w
       ON w.model = g.model AND w.gpu = g.gpu AND w.kernel_id = g.kernel_id
      AND w.grid_size = g.grid_size AND w.block_size = g.block_size
+), k_loops AS (
+    -- k-iterations per tile: ceil(K / k-tile), the k-tile from the name or 64 (the wgmma k-tile of every
+    -- nvjet/CUTLASS sm90 kernel here) where the name has none. A K loop no longer than short_k_iterations, or
+    -- than the pipeline the kernel fills before its first MMA (its stages), never reaches a steady state: the
+    -- prologue (pipeline fill), epilogue and tail dominate, whatever ncu's latency/ILP wording says
+    SELECT j.*,
+           CAST(ceil(CAST(j.k AS DOUBLE) / coalesce(j.k_tile, 64)) AS BIGINT) AS k_iterations,
+           ceil(CAST(j.k AS DOUBLE) / coalesce(j.k_tile, 64)) <= greatest(j.short_k_iterations, coalesce(j.pipeline_stages, 0))
+               AS short_k,
+           -- warm caches (a timeline) and bytes that fit in L2: they need not come from DRAM
+           j.time_basis = 'timeline' AND j.compulsory_bytes_per_launch <= j.l2_cache_bytes AS l2_resident
+    FROM judged j
 ), floored AS (
-    -- the row's floor: the time it cannot beat, max(DRAM floor: compulsory bytes at the DRAM peak, compute
-    -- floor: its FLOPs at achievable_tensor_pct of its dtype's dense peak)
+    -- the row's floor: the time it cannot beat, max(memory floor, compute floor: its FLOPs at
+    -- achievable_tensor_pct of its dtype's dense peak, at the GPU's highest clock on a timeline). The memory
+    -- floor: the compulsory bytes at the DRAM peak; for an L2-resident working set (l2_resident: a timeline,
+    -- whose caches are warm, and bytes within the L2 ncu reported) at the L2 peak ncu measured, or none where no
+    -- L2 peak is known (the DRAM floor would exceed the time such a kernel can take, a floor must err low)
     SELECT j.*,
            j.launches * j.compulsory_bytes_per_launch / NULLIF(j.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
-           j.launches * j.flops_per_launch / NULLIF(j.achievable_tensor_pct / 100.0 * j.peak_flops_per_s, 0) * 1e9
+           CASE WHEN j.l2_resident THEN j.launches * j.compulsory_bytes_per_launch / NULLIF(j.peak_l2_bytes_per_s, 0) * 1e9
+                ELSE j.launches * j.compulsory_bytes_per_launch / NULLIF(j.peak_dram_bytes_per_s, 0) * 1e9 END AS memory_floor_ns,
+           j.launches * j.flops_per_launch / NULLIF(j.achievable_tensor_pct / 100.0 * j.floor_peak_flops_per_s, 0) * 1e9
                AS compute_floor_ns
-    FROM judged j
+    FROM k_loops j
 ), flagged AS (
     SELECT j.*,
            -- a GEMV's shape is its workload (batch-1 decode), not a misalignment
            NOT j.gemv AND (j.m % j.alignment <> 0 OR j.n % j.alignment <> 0 OR j.k % j.alignment <> 0) AS misaligned,
-           greatest(coalesce(j.dram_floor_ns, 0), coalesce(j.compute_floor_ns, 0)) AS floor_ns,
-           CASE WHEN j.dram_floor_ns IS NULL AND j.compute_floor_ns IS NULL THEN 'no floor known (no DRAM or compute peak)'
-                WHEN coalesce(j.dram_floor_ns, 0) >= coalesce(j.compute_floor_ns, 0)
+           greatest(coalesce(j.memory_floor_ns, 0), coalesce(j.compute_floor_ns, 0)) AS floor_ns,
+           CASE WHEN j.memory_floor_ns IS NULL AND j.compute_floor_ns IS NULL AND j.l2_resident
+                    THEN 'no floor known (bytes within the L2 of a warm timeline, no L2 peak; no compute peak)'
+                WHEN j.memory_floor_ns IS NULL AND j.compute_floor_ns IS NULL THEN 'no floor known (no DRAM or compute peak)'
+                WHEN coalesce(j.memory_floor_ns, 0) >= coalesce(j.compute_floor_ns, 0) AND j.l2_resident
+                    THEN concat('L2: ', CAST(round(j.compulsory_bytes_per_launch * j.launches / 1e6, 2) AS VARCHAR),
+                                ' MB compulsory at ', CAST(round(j.peak_l2_bytes_per_s / 1e12, 2) AS VARCHAR),
+                                ' TB/s (L2-resident: ', CAST(round(j.compulsory_bytes_per_launch / 1e6, 2) AS VARCHAR),
+                                ' MB a launch within the ', CAST(round(j.l2_cache_bytes / 1048576) AS VARCHAR), ' MiB L2, warm caches)')
+                WHEN coalesce(j.memory_floor_ns, 0) >= coalesce(j.compute_floor_ns, 0)
                     THEN concat('DRAM: ', CAST(round(j.compulsory_bytes_per_launch * j.launches / 1e6, 2) AS VARCHAR),
                                 ' MB compulsory at ', CAST(round(j.peak_dram_bytes_per_s / 1e12, 2) AS VARCHAR), ' TB/s')
                 ELSE concat('compute: ', CAST(round(j.flops_per_launch * j.launches / 1e9, 3) AS VARCHAR), ' GFLOP at ',
                             CAST(j.achievable_tensor_pct AS VARCHAR), ' % of the ', coalesce(j.math_dtype, '?'),
-                            ' dense peak') END AS floor_basis,
+                            ' dense peak', CASE WHEN j.floor_peak_flops_per_s > j.peak_flops_per_s
+                                                THEN ' at the GPU''s highest clock' ELSE '' END,
+                            CASE WHEN j.l2_resident AND j.peak_l2_bytes_per_s IS NULL
+                                 THEN '; L2-resident bytes, no L2 peak known: no memory floor' ELSE '' END) END AS floor_basis,
            -- comparable shapes for a borrowed efficiency: GEMVs, shapes whose DRAM floor outweighs their compute
            -- floor (small K, skinny), and compute-bound shapes
            CASE WHEN j.gemv THEN 'GEMV'
@@ -211,7 +279,11 @@ WITH limits AS (
                 ELSE 'compute-bound shape' END AS shape_class,
            -- a GEMV's roof: its compulsory bytes at achievable_dram_pct of the DRAM peak (or its compute floor)
            CASE WHEN j.gemv THEN greatest(coalesce(j.dram_floor_ns * 100.0 / j.achievable_dram_pct, 0),
-                                          coalesce(j.compute_floor_ns, 0)) END AS gemv_roof_ns
+                                          coalesce(j.compute_floor_ns, 0)) END AS gemv_roof_ns,
+           -- a short-K GEMM's roof: its bytes at achievable_dram_pct of the DRAM peak (at the L2 peak where they
+           -- are L2-resident) or its compute floor, whichever is longer
+           CASE WHEN j.short_k THEN greatest(coalesce(j.memory_floor_ns * 100.0 / j.achievable_dram_pct, 0),
+                                             coalesce(j.compute_floor_ns, 0)) END AS short_k_roof_ns
     FROM floored j
 ), references_ AS (
     -- per shape and kernel, its two best models: the nearest reference of a shape is never more than one
@@ -254,6 +326,7 @@ SELECT
     100.0 * (f.waves - CAST(ceil(f.waves) AS DOUBLE) + 1) AS wave_fill_pct,
     -- never more than the time above the floor; a GEMV against its memory roof, the others at a borrowed efficiency
     CASE WHEN f.gemv THEN least(greatest(0.0, f.gpu_time_ns - f.gemv_roof_ns), greatest(0.0, f.gpu_time_ns - f.floor_ns))
+         WHEN f.short_k AND NOT f.tiny THEN least(greatest(0.0, f.gpu_time_ns - f.short_k_roof_ns), greatest(0.0, f.gpu_time_ns - f.floor_ns))
          WHEN n.ref_pct_of_peak IS NOT NULL AND f.peak_flops_per_s IS NOT NULL
          THEN least(greatest(0.0, f.gpu_time_ns - f.flops_per_launch * f.launches
                                                   / (n.ref_pct_of_peak / 100.0 * f.peak_flops_per_s) * 1e9),
@@ -284,10 +357,21 @@ SELECT
         CASE WHEN f.tiny THEN concat('tiny: 2·M·N·K·batch = ', CAST(CAST(f.flops_per_launch AS BIGINT) AS VARCHAR),
             ' FLOPs (limit ', CAST(CAST(f.tiny_flops AS BIGINT) AS VARCHAR), ') or a dimension below ',
             CAST(f.tiny_dim AS VARCHAR)) END,
+        CASE WHEN f.short_k THEN concat('short K loop: K = ', CAST(f.k AS VARCHAR), ' is ', CAST(f.k_iterations AS VARCHAR),
+            ' k-iteration(s) of ', CAST(coalesce(f.k_tile, 64) AS VARCHAR),
+            CASE WHEN f.k_tile IS NULL THEN ' (k-tile assumed)' ELSE '' END,
+            CASE WHEN f.pipeline_stages IS NOT NULL THEN concat(' in a ', CAST(f.pipeline_stages AS VARCHAR), '-stage pipeline')
+                 ELSE '' END, ': prologue/epilogue-dominated, not short of ILP') END,
         CASE WHEN f.waves IS NOT NULL AND f.waves - ceil(f.waves) + 1 < 0.5
             THEN concat('last wave ', CAST(CAST(round(100.0 * (f.waves - ceil(f.waves) + 1)) AS BIGINT) AS VARCHAR),
                         ' % full over ', CAST(CAST(ceil(f.waves) AS BIGINT) AS VARCHAR), ' wave(s)') END) AS evidence,
-    CASE WHEN f.gemv THEN concat('ESTIMATE: the GEMV at its memory roof, its compulsory bytes at ',
+    CASE WHEN f.short_k AND NOT f.gemv AND NOT f.tiny
+         THEN concat('ESTIMATE (upper bound): the short-K GEMM at its roof, its compulsory bytes at ',
+                     CAST(f.achievable_dram_pct AS VARCHAR), ' % of the ', CASE WHEN f.l2_resident THEN 'L2' ELSE 'DRAM' END,
+                     ' peak or its FLOPs at ', CAST(f.achievable_tensor_pct AS VARCHAR),
+                     ' % of the dense peak, as one larger (batched or fused) GEMM without split-K would run; floor ',
+                     CAST(round(f.floor_ns / 100) / 10 AS VARCHAR), ' us (', f.floor_basis, ')')
+         WHEN f.gemv THEN concat('ESTIMATE: the GEMV at its memory roof, its compulsory bytes at ',
                                  CAST(f.achievable_dram_pct AS VARCHAR), ' % of the DRAM peak (now ',
                                  CAST(round(100.0 * f.compulsory_bytes_per_launch * f.launches
                                             / NULLIF(f.gpu_time_ns * 1e-9 * f.peak_dram_bytes_per_s, 0), 1) AS VARCHAR),
@@ -315,7 +399,20 @@ SELECT
     f.executed_flops_per_launch,
     f.executed_flops_per_launch / NULLIF(f.flops_per_launch, 0) AS padding_factor,
     100.0 * f.clock_peak_s / NULLIF(f.clock_peak_ns * 1e-9, 0) AS pct_of_peak_at_clock,
-    100.0 * f.datasheet_peak_s / NULLIF(f.datasheet_peak_ns * 1e-9, 0) AS pct_of_datasheet_peak
+    100.0 * f.datasheet_peak_s / NULLIF(f.datasheet_peak_ns * 1e-9, 0) AS pct_of_datasheet_peak,
+    f.k_tile,
+    f.pipeline_stages,
+    f.k_iterations,
+    f.short_k,
+    f.l2_resident,
+    f.memory_floor_ns,
+    -- kwh's word for the row where ncu's (latency, grid too small, L1) misleads on a Hopper GEMM
+    CASE WHEN f.gemv THEN 'GEMV: judged on its memory roof'
+         WHEN f.tiny THEN 'tiny problem: launch overhead'
+         WHEN f.misaligned THEN 'misaligned dimensions: fallback kernel'
+         WHEN f.short_k THEN 'short K loop: prologue/epilogue-dominated'
+         WHEN f.shape_class = 'memory-bound shape' THEN 'memory-bound shape: judged against its memory floor'
+         ELSE 'compute-bound shape' END AS diagnosis
 FROM flagged f
 LEFT JOIN nearest n
   ON n.model = f.model AND n.gpu = f.gpu AND n.kernel_id = f.kernel_id

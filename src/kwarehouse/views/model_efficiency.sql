@@ -23,6 +23,9 @@
 -- no ncu launch or nothing to place it by; memcpy_memset_pct the copies' and memsets' share, idle_pct the
 -- idle share of the span. On one stream the five add up to 100; kernels overlapping on several streams
 -- count once per stream, so they can add past 100 on multi-stream runs.
+-- NULL, not 0, where a column's basis is missing (missing_data says which and why): mfu_pct without a span,
+-- mfu_* without useful FLOPs, tensor_busy_pct where no kernel has a known op class, throttled_pct and
+-- throttle_lost_ns where ncu measured no SM clock for the model on that GPU (a trimmed run, an nsys capture).
 WITH limits AS (
     SELECT 70.0 AS at_roof_pct
 ), tensor_classes AS (
@@ -54,6 +57,9 @@ WITH limits AS (
     FROM roof_rows r
     FULL OUTER JOIN dram_rows d ON d.gpu = r.gpu AND d.kernel_id = r.kernel_id
     CROSS JOIN limits l
+), clocked_models AS (
+    -- models whose SM clock ncu measured on that GPU: the basis of throttled_pct
+    SELECT DISTINCT model, gpu FROM clock_throttling
 ), throttling AS (
     SELECT model, gpu, kernel_id, bool_or(throttled) AS throttled,
            max(CASE WHEN throttled THEN 1 - sm_clock_hz / max_sm_clock_hz END) AS lost_share
@@ -70,6 +76,7 @@ WITH limits AS (
     SELECT l.run_id, l.model, l.gpu, CAST(l.duration_ns AS DOUBLE) AS duration_ns, l.flops AS useful_flops,
            l.peak_flops_per_s AS datasheet_peak_flops_per_s, l.math_dtype,
            c.op_class IS NOT NULL AND coalesce(l.math_dtype, 'unknown') NOT IN ('fp32', 'fp64') AS tensor_kernel,
+           coalesce(l.op_class, 'unknown') <> 'unknown' AS classified,
            coalesce(p.placement, 'unplaced') AS placement,
            coalesce(t.throttled, false) AS throttled, coalesce(t.lost_share, 0.0) AS lost_share
     FROM kernel_launches l
@@ -80,6 +87,7 @@ WITH limits AS (
 ), ncu_launches AS (
     SELECT r.run_id, r.model, r.gpu, r.duration_ns, r.useful_flops, r.datasheet_peak_flops_per_s, r.math_dtype,
            c.op_class IS NOT NULL AND coalesce(r.math_dtype, 'unknown') NOT IN ('fp32', 'fp64') AS tensor_kernel,
+           coalesce(r.op_class, 'unknown') <> 'unknown' AS classified,
            coalesce(p.placement, 'unplaced') AS placement,
            coalesce(t.throttled, false) AS throttled, coalesce(t.lost_share, 0.0) AS lost_share
     FROM roofline r
@@ -99,6 +107,7 @@ WITH limits AS (
            sum(useful_flops / datasheet_peak_flops_per_s) AS peak_s,
            arg_max(math_dtype, useful_flops / datasheet_peak_flops_per_s) AS main_dtype,
            sum(CASE WHEN tensor_kernel THEN duration_ns ELSE 0 END) AS tensor_ns,
+           sum(CASE WHEN classified THEN duration_ns ELSE 0 END) AS classified_ns,
            sum(CASE WHEN tensor_kernel AND useful_flops / datasheet_peak_flops_per_s IS NOT NULL
                     THEN duration_ns ELSE 0 END) AS tensor_counted_ns,
            sum(CASE WHEN placement = 'at roof' THEN duration_ns ELSE 0 END) AS at_roof_ns,
@@ -122,15 +131,25 @@ WITH limits AS (
 SELECT s.model, s.run_id, s.gpu, s.time_basis,
        100.0 * s.peak_s / NULLIF(s.span_ns * 1e-9, 0) AS mfu_pct,
        100.0 * s.peak_s / NULLIF(s.busy_ns * 1e-9, 0) AS mfu_busy_pct,
-       100.0 * s.tensor_ns / NULLIF(s.share_base_ns, 0) AS tensor_busy_pct,
+       CASE WHEN s.classified_ns > 0 THEN 100.0 * s.tensor_ns / NULLIF(s.share_base_ns, 0) END AS tensor_busy_pct,
        pad.padding_factor,
-       100.0 * s.throttled_ns / NULLIF(s.share_base_ns, 0) AS throttled_pct,
+       CASE WHEN cm.model IS NOT NULL THEN 100.0 * s.throttled_ns / NULLIF(s.share_base_ns, 0) END AS throttled_pct,
        100.0 * s.at_roof_ns / NULLIF(s.share_base_ns, 0) AS at_roof_pct,
        100.0 * s.below_roof_ns / NULLIF(s.share_base_ns, 0) AS below_roof_pct,
        100.0 * s.unplaced_ns / NULLIF(s.share_base_ns, 0) AS unplaced_pct,
        100.0 * s.memcpy_memset_ns / NULLIF(s.span_ns, 0) AS memcpy_memset_pct,
        100.0 * s.idle_ns / NULLIF(s.span_ns, 0) AS idle_pct,
        100.0 * s.tensor_counted_ns / NULLIF(s.tensor_ns, 0) AS flops_coverage_pct,
-       s.useful_flops, s.main_dtype, s.span_ns, s.busy_ns, s.kernel_ns, s.kernels, s.throttle_lost_ns
+       s.useful_flops, s.main_dtype, s.span_ns, s.busy_ns, s.kernel_ns, s.kernels,
+       CASE WHEN cm.model IS NOT NULL THEN s.throttle_lost_ns END AS throttle_lost_ns,
+       -- why a column is NULL: its basis is missing, which is not the same as zero
+       nullif(concat_ws('; ',
+           CASE WHEN s.span_ns IS NULL THEN 'mfu_pct, idle_pct: no timeline span (ncu replays are serialised, without idle time)' END,
+           CASE WHEN s.peak_s IS NULL THEN 'mfu_pct, mfu_busy_pct: no useful FLOPs known (no op shapes, or no tensor/FP work)' END,
+           CASE WHEN NOT s.classified_ns > 0 THEN 'tensor_busy_pct: no kernel with a known op class' END,
+           CASE WHEN pad.padding_factor IS NULL THEN 'padding_factor: no ncu tensor counters beside useful FLOPs' END,
+           CASE WHEN cm.model IS NULL THEN 'throttled_pct: no SM clock measured (no ncu run of this model on this GPU)' END), '')
+           AS missing_data
 FROM spanned s
 LEFT JOIN padding pad ON pad.model = s.model AND pad.gpu = s.gpu
+LEFT JOIN clocked_models cm ON cm.model = s.model AND cm.gpu = s.gpu

@@ -151,21 +151,10 @@ WITH borrowed AS (
            CASE WHEN tensor_flops IS NOT NULL THEN useful_flops END AS padded_useful_flops
     FROM launch_rows
 ), both_levels AS (
-    SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, math_dtype,
-           flops_source, roof, tensor_uncounted, launches, duration_ns, flops, dram_bytes, l2_bytes, l1_bytes,
-           counted_dram_bytes, counted_l2_bytes, counted_l1_bytes, achieved_flops_per_s, peak_flops_per_s,
-           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, useful_flops, tensor_flops,
-           flops_basis, basis_flops, datasheet_peak_flops_per_s, basis_peak_s, basis_peak_ns, basis_datasheet_s,
-           basis_datasheet_ns, executed_peak_s, executed_peak_ns, padded_tensor_flops, padded_useful_flops
-    FROM launch_level
+    -- identities lists its columns in launch_level's order (launch_rows, then the per-launch sums)
+    SELECT * FROM launch_level
     UNION ALL
-    SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kernel_base, math_dtype,
-           flops_source, roof, tensor_uncounted, launches, duration_ns, flops, dram_bytes, l2_bytes, l1_bytes,
-           counted_dram_bytes, counted_l2_bytes, counted_l1_bytes, achieved_flops_per_s, peak_flops_per_s,
-           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, useful_flops, tensor_flops,
-           flops_basis, basis_flops, datasheet_peak_flops_per_s, basis_peak_s, basis_peak_ns, basis_datasheet_s,
-           basis_datasheet_ns, executed_peak_s, executed_peak_ns, padded_tensor_flops, padded_useful_flops
-    FROM identities
+    SELECT * FROM identities
 ), intensities AS (
     SELECT *,
            CASE WHEN NOT tensor_uncounted THEN flops / NULLIF(counted_dram_bytes, 0) END AS dram_intensity,
