@@ -51,7 +51,12 @@ WITH borrowed AS (
                 ELSE k.math_dtype END AS borrowed_dtype,
            -- the kernel's own FLOPs win where they count its tensor work (counters or NVTX shapes)
            b.flops IS NOT NULL AND NOT coalesce(k.flops_source = 'ncu tensor counters'
-                                                OR k.flops_source LIKE 'op shapes%', false) AS use_borrowed
+                                                OR k.flops_source LIKE 'op shapes%', false) AS use_borrowed,
+           -- its own FLOPs from op shapes but no dtype (NVTX shapes carry none) and so no roof: the dtype
+           -- (and its tensor roof) of the same model's timeline launches of that kernel, whose trace records it
+           coalesce(k.flops_source LIKE 'op shapes%' AND k.peak_flops_per_s IS NULL
+                    AND coalesce(k.math_dtype, 'unknown') = 'unknown' AND b.math_dtype <> 'unknown', false)
+               AS dtype_from_timeline
     FROM kernels k
     LEFT JOIN borrowed b
       ON b.model = k.model AND b.gpu = k.gpu AND b.kernel_id = k.kernel_id
@@ -59,12 +64,15 @@ WITH borrowed AS (
 ), launches AS (
     SELECT 'launch' AS level, s.run_id, s.launch_id, s.model, s.gpu, s.kernel_id, s.library, s.op_class,
            s.kernel_base,
-           CASE WHEN s.use_borrowed THEN s.borrowed_dtype ELSE s.math_dtype END AS math_dtype,
+           CASE WHEN s.use_borrowed OR s.dtype_from_timeline THEN s.borrowed_dtype ELSE s.math_dtype END AS math_dtype,
            CASE WHEN s.use_borrowed THEN s.borrowed_source ELSE s.flops_source END AS flops_source,
            CAST(1 AS BIGINT) AS launches, s.duration_ns,
            CASE WHEN s.use_borrowed THEN s.borrowed_flops ELSE s.flops END AS flops,
            s.dram_bytes, s.l2_bytes, s.l1_bytes,
-           CASE WHEN s.use_borrowed THEN r.peak_flops_per_s
+           CASE WHEN s.use_borrowed OR s.dtype_from_timeline THEN r.peak_flops_per_s
+                -- FLOPs from op shapes with no dtype known (a cuDNN "f16" kernel under NVTX ranges, which
+                -- carry shapes but no dtypes): no roof at all rather than the CUDA-core one
+                WHEN s.flops_source LIKE 'op shapes%' THEN s.peak_flops_per_s
                 -- runs an older kwh wrote have no peak_flops_per_s until `kwh renormalize`: the CUDA-core roof
                 ELSE coalesce(s.peak_flops_per_s,
                               CASE WHEN coalesce(s.flops_fp64, 0) > coalesce(s.flops_fp32, 0) + coalesce(s.flops_fp16, 0)
@@ -73,7 +81,7 @@ WITH borrowed AS (
            s.peak_dram_bytes_per_s, s.peak_l2_bytes_per_s, s.peak_l1_bytes_per_s,
            coalesce(s.useful_flops, s.borrowed_flops) AS useful_flops,
            CASE WHEN s.flops_source = 'ncu tensor counters' THEN s.tensor_flops END AS tensor_flops,
-           CASE WHEN s.use_borrowed THEN r.peak_flops_per_s ELSE s.datasheet_peak_flops_per_s END
+           CASE WHEN s.use_borrowed OR s.dtype_from_timeline THEN r.peak_flops_per_s ELSE s.datasheet_peak_flops_per_s END
                AS datasheet_peak_flops_per_s
     FROM sourced s
     LEFT JOIN dtype_roofs r ON r.gpu = s.gpu AND r.math_dtype = s.borrowed_dtype
@@ -194,7 +202,8 @@ SELECT level, run_id, launch_id, model, gpu, kernel_id, library, op_class, kerne
        roof_flops_per_s / NULLIF(achieved_flops_per_s, 0) AS headroom_x,
        CASE WHEN tensor_uncounted THEN 'tensor-core work not counted'
             WHEN flops IS NULL THEN 'no FLOP count'
-            WHEN flops = 0 THEN 'no floating-point work' END AS unplaced_reason,
+            WHEN flops = 0 THEN 'no floating-point work'
+            WHEN peak_flops_per_s IS NULL THEN 'math dtype unknown: no roof' END AS unplaced_reason,
        useful_flops, tensor_flops, padded_tensor_flops / NULLIF(padded_useful_flops, 0) AS padding_factor,
        flops_basis,
        100 * basis_peak_s / NULLIF(basis_peak_ns * 1e-9, 0) AS pct_of_peak_at_clock,
