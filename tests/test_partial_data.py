@@ -67,7 +67,7 @@ def partial_exports(root: Path) -> dict[str, Path]:
     out["one-section-gpt2"] = root / "one-section-gpt2"
     _copy_sections(DATA / "ncu-gpt2-h100" / "gpt2.details.csv", root / "one-section-gpt2" / "occupancy.details.csv",
                    {"Occupancy"})
-    # llama's embedding gather (5.5 us, SOL < 60 %) is judged on its waves per SM (0.97: grid-too-small)
+    # llama's embedding gather (5.5 us, SOL < 60 %) is judged on its waves per SM (0.97: the grid fills the GPU)
     out["no-launchstats-llama"] = root / "no-launchstats-llama"
     _copy_columns(DATA / "ncu-llama-h100-variants" / "llama.raw.csv", root / "no-launchstats-llama" / "llama.raw.csv",
                   lambda c: not c.startswith("launch__"))

@@ -17,7 +17,9 @@
 --                                                                  memory SOL breakdown: dram, l2 (lts__*), l1
 --                                                                  (l1tex__*: LSU wavefronts, data banks, ...)
 --   no waves per SM                                             -> not enough data (no LaunchStats section)
---   waves per SM < 1                                            -> grid-too-small (unit grid)
+--   waves per SM < full_wave_pct / 100 (0.85)                   -> grid-too-small (unit grid): SMs left idle; a
+--       single wave at least that full (128 tiles on 132 SMs: 0.97) fills the GPU, whatever ncu's grid rule
+--       says (it fires on any grid with fewer blocks than SMs): at most 1 - waves to win, other limits decide
 --   no achieved occupancy                                       -> not enough data (no Occupancy section: the
 --                                                                  occupancy test below cannot be made)
 --   a strict occupancy limiter (occupancy view) and achieved occupancy < low_occupancy_pct
@@ -45,7 +47,8 @@ WITH t AS (
            max(CASE WHEN name = 'reuse_factor' THEN value END) AS reuse_factor,
            max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
            max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
-           max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct
+           max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct,
+           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct
     FROM bottleneck_thresholds
 ), unit_metrics AS (
     -- per launch: the busiest unit of each memory level in ncu's memory SOL breakdown, the compute pipes
@@ -166,7 +169,7 @@ WITH t AS (
                 WHEN u.sm_pct >= t.compute_pct OR u.mem_pct >= t.memory_pct THEN NULL
                 WHEN u.waves_per_sm IS NULL
                     THEN 'no waves per SM (launch__waves_per_multiprocessor, in ncu''s LaunchStats section)'
-                WHEN u.waves_per_sm < 1 THEN NULL
+                WHEN u.waves_per_sm < t.full_wave_pct / 100 THEN NULL
                 WHEN u.achieved_occupancy_pct IS NULL
                     THEN 'no achieved occupancy (sm__warps_active, in ncu''s Occupancy section)'
            END AS missing_data
@@ -181,7 +184,7 @@ WITH t AS (
                          WHEN u.sm_pct >= u.mem_pct THEN 'compute-bound'
                          WHEN u.memory_unit = 'dram' AND u.dram_to_compulsory > t.reuse_factor THEN 'cache-inefficient'
                          ELSE 'memory-bound' END
-                WHEN u.waves_per_sm < 1 THEN 'grid-too-small'
+                WHEN u.waves_per_sm < t.full_wave_pct / 100 THEN 'grid-too-small'
                 WHEN u.occupancy_limiter IS NOT NULL AND u.achieved_occupancy_pct < t.low_occupancy_pct THEN 'occupancy-limited'
                 ELSE 'latency-bound' END AS bottleneck,
            CASE WHEN u.sm_pct IS NULL OR u.dram_pct IS NULL THEN NULL
@@ -191,7 +194,7 @@ WITH t AS (
                 WHEN u.issue_idle_pct >= t.stall_pct THEN 'Latency-Occupancy'
                 ELSE 'Mixed' END AS seed_class,
            u.tensor_util_pct >= t.tensor_roof_pct AS at_tensor_roof,
-           t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct
+           t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct, t.full_wave_pct
     FROM gaps u CROSS JOIN t
 ), united AS (
     SELECT c.*,
@@ -284,7 +287,11 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
                             ' % < 60; ', j.limiter_evidence, '; achieved ', CAST(round(j.achieved_occupancy_pct, 1) AS VARCHAR),
                             ' % < ', CAST(j.low_occupancy_pct AS VARCHAR))
             ELSE concat('SM ', CAST(round(j.sm_pct, 1) AS VARCHAR), ' %, memory ', CAST(round(j.mem_pct, 1) AS VARCHAR),
-                        ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM: warps stalled, issue slots idle ',
+                        ' % < 60 with ', CAST(round(j.waves_per_sm, 2) AS VARCHAR), ' waves per SM',
+                        CASE WHEN j.waves_per_sm < 1 THEN concat(' (', CAST(j.grid_size AS VARCHAR), ' blocks on ',
+                                                                 CAST(CAST(j.sm_count AS BIGINT) AS VARCHAR), ' SMs fill the GPU)')
+                             ELSE '' END,
+                        ': warps stalled, issue slots idle ',
                         -- issue activity is in the SchedulerStats section, which a short section list leaves out
                         CASE WHEN j.issue_idle_pct IS NULL THEN 'not measured (no SchedulerStats section)'
                              ELSE concat(CAST(round(j.issue_idle_pct, 1) AS VARCHAR), ' %') END, ' (see warp_stalls)')
