@@ -366,3 +366,32 @@ def test_no_unprofiled_timing_skips_the_run(tmp_path, fake_tools, stand_in_torch
     assert result.exit_code == 0, result.output
     assert not (out / "unprofiled-timing.json").exists() and "timed_run.py" not in (out / "commands.sh").read_text()
     assert not any(k.startswith("unprofiled") for k in json.loads((out / "ncu" / "manifest.json").read_text()))
+
+
+REGION_TIMED = DATA / "profile-h200" / "region_timed"
+
+
+def test_a_real_timed_region_run_ingests_with_idle_time_without_the_profiler(tmp_path):
+    """A whole `kwh profile --no-profile-from-start` run on an H200 (this branch's code; the folder as it came
+    back, the .ncu-rep, NVML samples and logs left out): the HuggingFace-style model name stays the manifest's
+    model while the exports are named path-safe beside it, the un-profiled timing is in both manifests, and
+    what_to_fix_first's first item is the idle time without the profiler, bounded by that run's time, with the
+    CPU's launch interval as evidence."""
+    ncu = json.loads((REGION_TIMED / "ncu" / "manifest.json").read_text())
+    torchprof = json.loads((REGION_TIMED / "discovery" / "manifest.torchprof.json").read_text())
+    assert ncu["model"] == torchprof["model"] == "meta-llama/tiny-block"
+    assert sorted(p.name for p in (REGION_TIMED / "ncu").iterdir()) == [
+        "manifest.json", "meta-llama--tiny-block.details.csv", "meta-llama--tiny-block.raw.csv"]
+    timed = json.loads((REGION_TIMED / "unprofiled-timing.json").read_text())
+    for manifest in (ncu, torchprof):
+        assert manifest["unprofiled_seconds"] == round(timed["seconds"], 6)
+        assert manifest["unprofiled_iterations"] == manifest["profiled_iterations"] == 5
+    warehouse = Warehouse(tmp_path / "wh")
+    result = CliRunner().invoke(main, ["--warehouse", str(warehouse.root), "ingest", str(REGION_TIMED)])
+    assert result.exit_code == 0, result.output
+    assert {m for (m,) in rows(warehouse, "SELECT DISTINCT model FROM runs")} == {"meta-llama/tiny-block"}
+    (basis, saves, est, evidence), = rows(warehouse, "SELECT basis, saves, est_time_saved_ns, evidence FROM what_to_fix_first "
+                                                     "WHERE rank = 1")
+    assert (basis, saves) == ("idle time without the profiler", "GPU idle time")
+    assert 0 < est <= timed["seconds"] * 1e9
+    assert f"the CPU's launch calls came every {torchprof['cpu_launch_interval_ns'] / 1e3:.1f} us" in evidence
