@@ -9,6 +9,7 @@ score found): when a reader is fixed the xfail passes, the test fails, and the e
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -78,18 +79,23 @@ def test_polluted_variant_is_intact_or_refused(harness, sources, scratch, label,
     _assert_not_lost(harness.score(_variant(sources, scratch, label, kind)))
 
 
-def _every_case():
-    cases = []
+@functools.cache
+def _every_variant() -> tuple[tuple[str, str, str, str], ...]:
+    """(source label, format, kind, kind with its detail) of every variant of every tests/data export:
+    made once per session (~3 CPU-s), for the slow cases' ids and the generator's coverage test."""
+    found = []
     scratch = Path(pollution.tempfile.mkdtemp(prefix="kwh-pollution-collect-"))
     try:
         for source in pollution.find_sources(shared=False):
             for variant in pollution.variants(source, scratch):
-                kind = variant.id.removeprefix(f"{source.label}::")
-                if kind not in FAST.get(source.label, ()):
-                    cases.append(_case(source.label, kind, slow=True))
+                found.append((source.label, source.format, variant.kind, variant.id.removeprefix(f"{source.label}::")))
     finally:
         pollution.shutil.rmtree(scratch, ignore_errors=True)
-    return cases
+    return tuple(found)
+
+
+def _every_case():
+    return [_case(label, kind, slow=True) for label, _, _, kind in _every_variant() if kind not in FAST.get(label, ())]
 
 
 @pytest.mark.parametrize("label, kind", _every_case())
@@ -135,11 +141,11 @@ def test_a_refusal_names_the_file(harness, sources):
     assert "gpt2.raw.csv" in outcome.reason and "\n" not in outcome.reason
 
 
-def test_every_format_gets_variants(sources, scratch):
+def test_every_format_gets_variants():
     """The generator covers each format kwh reads from tests/data, with the kinds the issue lists."""
     kinds: dict[str, set[str]] = {}
-    for source in sources.values():
-        kinds.setdefault(source.format, set()).update(v.kind for v in pollution.variants(source, scratch))
+    for _, fmt, kind, _ in _every_variant():
+        kinds.setdefault(fmt, set()).add(kind)
     assert {"cut-mid-line", "cut-mid-row", "stderr-mid-row", "bom", "mixed-line-endings", "localized-1.234,5",
             "na-cells", "duplicated-column", "reordered-columns", "extra-column", "header-repeated",
             "non-utf8-file-name", "non-utf8-in-name", "gzip-truncated"} <= kinds["ncu-raw-csv"]

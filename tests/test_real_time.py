@@ -331,7 +331,8 @@ def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested,
     plain = ingested.connect()
     expected = {name: table(plain, name) for name in views.MATERIALIZED}
     readers_of_them = ("time_weighted_kernels", "bottleneck_share", "design_signals", "what_to_fix_first", "rank_balance")
-    expected.update({name: table(plain, name) for name in readers_of_them})
+    # (design_signals and what_to_fix_first are materialized too: their rows are computed once, above)
+    expected.update({name: table(plain, name) for name in readers_of_them if name not in expected})
     plain.close()
     monkeypatch.setattr(views, "MATERIALIZE_MIN_ROWS", 0)
     ingested.refresh_duckdb()

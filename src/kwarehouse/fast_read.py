@@ -235,6 +235,8 @@ def attach_published(root: Path, recorded) -> tuple[object | None, str | None]:
         changes = changed_objects(recorded.get("tags"), object_tags(con, "kwh_published"))
         if not changes:
             con.execute("SET search_path = 'memory.main,kwh_published.main'")
+            from kwarehouse.views import plan_quickly
+            plan_quickly(con)
             return con, None
     except duckdb.Error:
         changes = None

@@ -1006,6 +1006,7 @@ class Warehouse:
                                "run kwh check --repair") from None
         _add_reference_tables(con)
         views.create_all(con, self.root)
+        views.plan_quickly(con)
         return con
 
     def publish_if_stale(self) -> bool:

@@ -111,6 +111,23 @@ def creation_order() -> list[View]:
     return ordered
 
 
+# DuckDB's projection_pullup optimizer re-optimizes the subtree below every projection it removes: on the
+# verdict views, which nest kernel_time, bottleneck_class, gemm_efficiency, ... ten deep, it took 0.9 of
+# the 2.7 CPU-s of planning a query over design_signals or what_to_fix_first (1.6 of the 2.0 s the
+# optimizer spent), where executing it on a small warehouse takes a fraction of that. Every view gives the
+# same rows without it (the plan keeps a few redundant projections); bench/RESULTS.md, test-suite section.
+SLOW_OPTIMIZERS = "projection_pullup"
+
+
+def plan_quickly(con) -> None:
+    """Turn SLOW_OPTIMIZERS off in a DuckDB connection kwh answers from (a no-op on a DuckDB without them)."""
+    import duckdb
+    try:
+        con.execute(f"SET disabled_optimizers = '{SLOW_OPTIMIZERS}'")
+    except duckdb.Error:    # a DuckDB older than the optimizer does not know its name
+        pass
+
+
 def create_all(con, warehouse_root: Path | None = None) -> None:
     """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables."""
     import duckdb     # here, not at the top: kwh --help and kwh views load no duckdb
