@@ -15,6 +15,7 @@ from conftest import DATA, rows
 from kwarehouse import catalog, pipeline, store
 from kwarehouse.cli import main
 from kwarehouse.store import Warehouse
+from test_data_safety import one_error_line, parquet_files
 
 GPT2 = DATA / "ncu-gpt2-h100"
 VECADD = DATA / "ncu-gtx1080-raw"
@@ -22,17 +23,6 @@ VECADD = DATA / "ncu-gtx1080-raw"
 
 def cli(root: Path, catalog: str | None, *args: str):
     return CliRunner().invoke(main, ["--warehouse", str(root), *(["--catalog", catalog] if catalog else []), *args])
-
-
-def parquet_files(root: Path) -> set[Path]:
-    """The Parquet files of the table folders (not _files/ links, staging or quarantine)."""
-    return {p for p in root.rglob("*.parquet") if p.is_file() and not p.relative_to(root).parts[0].startswith("_")}
-
-
-def one_error_line(result) -> str:
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "Traceback" not in result.output, result.output
-    return errors[0]
 
 
 def copy_folder(source: Path, target: Path) -> Path:

@@ -9,8 +9,6 @@ A writer's clock is simulated by patching catalog.now, the only clock kwh's writ
 
 from __future__ import annotations
 
-import json
-import shutil
 from datetime import timedelta
 
 import pyarrow as pa
@@ -25,18 +23,9 @@ from kwarehouse import catalog, check, pipeline, rollup, store
 from kwarehouse.cli import main
 from kwarehouse.store import Warehouse
 
+from test_operations import dated_copy
+
 ROLLUPS = ("rollup_kernels_daily", "rollup_libraries_daily")
-
-
-def dated_copy(tmp_path, folder: str, day: str, name: str | None = None):
-    """A copy of a test export folder whose manifest says the run was made on `day`."""
-    target = tmp_path / (name or f"{folder}-{day}")
-    shutil.copytree(DATA / folder, target)
-    manifest = target / "manifest.ncu.json"
-    data = json.loads(manifest.read_text()) if manifest.exists() else {"model": name or folder}
-    data["date"] = day
-    manifest.write_text(json.dumps(data))
-    return target
 
 
 @pytest.fixture
