@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 
 def main() -> None:

@@ -129,8 +129,9 @@ PEAK = ("import resource; print(max(resource.getrusage(resource.RUSAGE_SELF).ru_
 KWH_INGEST = f"""
 import sys
 from pathlib import Path
-from kwarehouse import fanout, pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.jobs import fanout
+from kwarehouse.store.warehouse import Warehouse
 engine, jobs = sys.argv[3], int(sys.argv[4])
 if engine == "spark":
     from kwarehouse import spark
@@ -247,7 +248,7 @@ print(n)
 COMPACT = f"""
 import sys
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 print(len(pipeline.compact(Warehouse(sys.argv[1]))))
 {PEAK}
 """
@@ -255,7 +256,7 @@ QUERIES = f"""
 import sys, time, statistics, json
 from pathlib import Path
 from kwarehouse import views
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 warehouse = Warehouse(sys.argv[1])
 sql = {{f"view {{v}}": f"SELECT * FROM {{v}}" for v in views.all_views()}}
 sql.update({{f"query {{p.stem}}": p.read_text() for p in sorted(Path(sys.argv[2]).glob("*.sql"))}})

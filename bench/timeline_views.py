@@ -27,8 +27,9 @@ from pathlib import Path
 
 import duckdb
 
-from kwarehouse import pipeline, schema, store, views
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline, schema, views
+from kwarehouse.store import warehouse as store
+from kwarehouse.store.warehouse import Warehouse
 
 VIEWS = ["kernel_time", "kernel_popularity", "library_share", "speed_of_light", "time_weighted_kernels", "coverage",
          "bottleneck_share", "design_signals", "what_to_fix_first",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kwarehouse import pipeline, schema
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"

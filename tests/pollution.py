@@ -1045,7 +1045,7 @@ class Harness:
 
     def _reference(self, path: Path, sidecars: tuple[Path, ...], allowed) -> Stored | str:
         from kwarehouse import pipeline
-        from kwarehouse.store import Warehouse
+        from kwarehouse.store.warehouse import Warehouse
         folder = self._folder("reference")
         copy = self._place(folder / "files" / path.parent.name, path.name, path.read_bytes(), sidecars)
         warehouse = Warehouse(folder / "wh")
@@ -1067,7 +1067,7 @@ class Harness:
     def score(self, variant: Variant) -> Outcome:
         from kwarehouse import pipeline
         from kwarehouse.errors import display_path
-        from kwarehouse.store import Warehouse
+        from kwarehouse.store.warehouse import Warehouse
         source = variant.source
         reference = self.reference(source.path, source.sidecars, variant.allowed)
         if isinstance(reference, str):

@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA
 
 import kwarehouse
-from kwarehouse import store
+from kwarehouse.store import warehouse as store
 from kwarehouse.errors import KwhError
 
 

@@ -21,7 +21,7 @@ from kwarehouse import normalize, pipeline, runmeta
 from kwarehouse.errors import InputError, display_path
 from kwarehouse.ingest import read_with, sniff
 from kwarehouse.normalize import identity
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA
 

@@ -22,7 +22,7 @@ import kwarehouse
 from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import captured_text, nsys_stats_csv, nsys_text
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
 BASES = {"kernel time", "idle time measured under the profiler, an upper bound", "idle time without the profiler"}

@@ -22,7 +22,7 @@ import pytest
 from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import units
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 DATA = Path(__file__).parent / "data"
 ONE_LAUNCH_DETAILS = DATA / "verdicts-ncu-h100/gpt2/gpt2.details.csv"

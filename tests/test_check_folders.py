@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 from conftest import DATA, rows
 
-from kwarehouse import check, pipeline, store
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.store import check, warehouse as store
+from kwarehouse.store.warehouse import Warehouse
 
 
 def globbed_kernels(warehouse: Warehouse, table: str = "kernels") -> int:

@@ -9,7 +9,7 @@ import duckdb
 
 from conftest import DATA, EXPORT_FOLDERS
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import compare_warehouses  # noqa: E402

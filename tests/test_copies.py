@@ -12,9 +12,10 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import catalog, pipeline, store
+from kwarehouse import pipeline
+from kwarehouse.store import catalog, warehouse as store
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 from test_data_safety import one_error_line, parquet_files
 
 GPT2 = DATA / "ncu-gpt2-h100"

@@ -13,7 +13,7 @@ import pytest
 from conftest import warehouse_on
 from kwarehouse import pipeline, views
 from kwarehouse.normalize import identity
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
 EXPECTED = {"gpt2": 110, "gpt2_train": 110, "llama": 110, "resnet18": 110, "custom_cupy": 4, "compiled_mlp": 11}
@@ -104,7 +104,7 @@ def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
 def test_the_report_renders_from_the_whole_corpus(corpus_warehouse):
-    from kwarehouse import report
+    from kwarehouse.answers import report
     text = report.build(corpus_warehouse)
     for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
                   "Warp stall breakdown per op class", "Bottleneck class", "Design signals"):
@@ -132,7 +132,7 @@ def test_issue_33_invariants_hold_on_every_corpus_model(corpus_warehouse):
 def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
     from conftest import warehouse_rows
-    from kwarehouse import fanout
+    from kwarehouse.jobs import fanout
     runs = corpus_runs
     local = Warehouse(tmp_path / "local")
     assert pipeline.ingest([runs], local).failed == []

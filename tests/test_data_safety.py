@@ -19,10 +19,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, EXPORT_FOLDERS, rows
 
-from kwarehouse import check, pipeline, publish, store
+from kwarehouse import pipeline
+from kwarehouse.store import check, publish, warehouse as store
 from kwarehouse.cli import main
 from kwarehouse.errors import KwhError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 GPT2 = DATA / "ncu-gpt2-h100"
@@ -350,8 +351,9 @@ def test_bad_inputs_fail_one_file_each_and_later_folders_still_go_in(tmp_path):
 CRASH = """
 import os, sys
 from pathlib import Path
-from kwarehouse import catalog, pipeline, publish, store
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.store import catalog, publish, warehouse as store
+from kwarehouse.store.warehouse import Warehouse
 
 step = sys.argv[3]
 def die(*args, **kwargs):
@@ -382,7 +384,7 @@ elif step == "published":
 if sys.argv[2] == "compact":
     pipeline.compact(Warehouse(sys.argv[1]))
 elif sys.argv[2] == "rollup":
-    from kwarehouse import rollup
+    from kwarehouse.jobs import rollup
     rollup.rollup(Warehouse(sys.argv[1]))
 else:
     pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))

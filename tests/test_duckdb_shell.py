@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA, rows
 
 from kwarehouse import pipeline, views
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SHELL = Path(sys.executable).parent / "duckdb"
 

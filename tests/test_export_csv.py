@@ -12,7 +12,7 @@ from conftest import DATA
 
 from kwarehouse import pipeline
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 # model names a hostile manifest or --model could carry, and what the CSV cell must read
 MODELS = {

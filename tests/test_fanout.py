@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA, EXPORT_FOLDERS, warehouse_rows
-from kwarehouse import fanout, pipeline
+from kwarehouse import pipeline
+from kwarehouse.jobs import fanout
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SOURCES = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
 
@@ -108,8 +109,9 @@ def test_a_failing_fan_out_commits_nothing_and_leaves_nothing(tmp_path):
 KILLED_AFTER_STAGING = """
 import os, sys
 from pathlib import Path
-from kwarehouse import fanout, pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.jobs import fanout
+from kwarehouse.store.warehouse import Warehouse
 
 def dies_after_staging(jobs, context):
     for job in jobs:

@@ -8,7 +8,7 @@ import pytest
 from conftest import DATA
 
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 FP8 = DATA / "tensor-ncu-fp8-h100"
 MNK = 4096 ** 3

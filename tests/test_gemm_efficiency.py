@@ -10,7 +10,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.normalize import peaks
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 H100 = "NVIDIA H100 80GB HBM3"
 COLUMNS = ["model", "gpu", "op", "m", "n", "k", "batch", "math_dtype", "kernel_id", "launches", "gpu_time_ns",

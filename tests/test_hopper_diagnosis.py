@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SHARED = "GEMMs sharing an input (fusion candidate)"
 BF16_DATASHEET = 989.5e12     # gpu_peaks.csv, H100 SXM dense BF16: the trace's roof (no clock measured)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import catalog, pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.store import catalog
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA, EXPORT_FOLDERS, rows
 

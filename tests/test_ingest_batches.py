@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conftest import DATA, EXPORT_FOLDERS, warehouse_rows
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SOURCES = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
 
@@ -88,7 +88,7 @@ def test_a_warehouse_failure_stops_the_ingest_at_that_batch(tmp_path, monkeypatc
     import pytest
 
     from kwarehouse.errors import KwhError
-    from kwarehouse.store import Warehouse as RealWarehouse
+    from kwarehouse.store.warehouse import Warehouse as RealWarehouse
     real = RealWarehouse.stage_runs
     monkeypatch.setattr(pipeline, "BATCH_RUNS", 2)
     kept = {}
@@ -146,6 +146,6 @@ def test_reading_waits_for_a_commit_that_replaces_a_partial_run(tmp_path, monkey
 def test_the_threads_of_one_ingest_wait_for_each_others_catalog_statements(tmp_path):
     """--wait 0 is about another writer's lock: SQLite still waits OWN_BUSY_SECONDS for a statement of
     this process's commit thread (a reader found 4 of 14 overlapped ingests failing at wait 0 before)."""
-    from kwarehouse import store
+    from kwarehouse.store import warehouse as store
     assert Warehouse(tmp_path / "wh", wait=0)._busy_timeout == store.OWN_BUSY_SECONDS
     assert Warehouse(tmp_path / "wh", wait=30)._busy_timeout == 30

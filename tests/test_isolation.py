@@ -14,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA, EXPORT_FOLDERS, rows
-from kwarehouse import fanout, ingest, pipeline
+from kwarehouse import ingest, pipeline
+from kwarehouse.jobs import fanout
 from kwarehouse.cli import main
 from kwarehouse.ingest import ncu_text
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 ROOF = DATA / "roof-ncu-h100"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -67,7 +67,7 @@ def check_warehouse(warehouse) -> set[str]:
 
 
 def test_displays_are_unique_over_every_kernel_name_in_tests_data(pristine_warehouse):
-    from kwarehouse.store import Warehouse
+    from kwarehouse.store.warehouse import Warehouse
     names = check_warehouse(Warehouse(pristine_warehouse))
     pairs = csv.DictReader((DATA / "kernel-names" / "pairs.csv").open(encoding="utf-8"))
     names |= {n for row in pairs for n in (row["ncu_name"], row["trace_name"], row["ncu_mangled"]) if n}

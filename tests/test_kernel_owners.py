@@ -18,7 +18,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline, views
 from kwarehouse.normalize import classify, identity
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 JAX_STEP = DATA / "profile-h100" / "jax_step"
 CONV_QUICK_NCU = DATA / "profile-h100" / "conv_quick" / "ncu"

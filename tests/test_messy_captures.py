@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from kwarehouse import ingest, pipeline
 from kwarehouse.cli import main
 from kwarehouse.errors import InputError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA
 

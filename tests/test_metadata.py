@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import rows
 from kwarehouse import pipeline, runmeta
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 DATA = Path(__file__).parent / "data"
 

@@ -12,7 +12,7 @@ from conftest import DATA, rows
 
 from kwarehouse import normalize, pipeline
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 MNK = 4096 ** 3
 H100_BF16_DATASHEET = 989.5e12      # gpu_peaks.csv, H100 SXM dense BF16
@@ -184,7 +184,7 @@ def test_kwh_summary_leads_with_model_efficiency(warehouse):
 def test_the_report_leads_with_model_efficiency_and_shows_useful_beside_executed(warehouse):
     """GPT-2's causal SDPA executes 1.5x its useful FLOPs: the roofline draws a hollow point at the useful
     rate beneath it; dots carry real (timeline) time; the trace's kernels ncu never profiled are listed."""
-    from kwarehouse import report
+    from kwarehouse.answers import report
     text = report.build(warehouse)
     assert text.index("<h2>Model efficiency") < text.index("<h2>What the GPU time rests on")
     assert 'class="useful"' in text and "padding factor 1.50" in text

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DATA, rows
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 JOB = DATA / "multirank-ddp-h200"
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -18,7 +18,7 @@ from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import nvtx
 from kwarehouse.normalize.units import to_base
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA, rows
 

@@ -14,7 +14,7 @@ from conftest import DATA, rows
 from kwarehouse import normalize, pipeline
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import classify, identity, nvtx
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 PAIRS = DATA / "kernel-names" / "pairs.csv"
 MATH_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8", "unknown")
@@ -389,13 +389,13 @@ def test_renormalize_applies_new_rules_to_old_runs_and_is_idempotent(warehouse):
 
 def table_folder_path(warehouse: Warehouse, link: Path) -> Path:
     """The table-folder name of a committed file whose _files/ link committed_files gave."""
-    from kwarehouse import store
+    from kwarehouse.store import warehouse as store
     return warehouse.root / link.relative_to(warehouse.root / store.FILES)
 
 
 def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
     before = rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id")
-    from kwarehouse import store
+    from kwarehouse.store import warehouse as store
     for link in ingested.committed_files("kernels"):   # as an older kwh would have written them
         path = table_folder_path(ingested, link)
         table = pq.read_table(link)
@@ -424,7 +424,7 @@ def test_unclassified_kernels_are_listed_with_their_share(warehouse, tmp_path):
     export = tmp_path / "run"
     shutil.copytree(DATA / "ncu-custom-cupy-h100", export)
     pipeline.ingest([export], warehouse)
-    from kwarehouse.summary import kernel_list
+    from kwarehouse.answers.summary import kernel_list
     assert kernel_list(warehouse, unclassified=True)[1] == []
     warehouse.rules_dir.mkdir()
     (warehouse.rules_dir / "op_class_rules.csv").write_text(
@@ -447,7 +447,7 @@ def test_metric_catalog_is_queryable_with_the_warehouse(ingested):
 def test_files_of_old_and_current_schema_read_together(ingested, tmp_path):
     """A warehouse holding files an older kwh wrote (fewer columns, no schema mark in the name) and
     files of today's schema: the views read both, the old ones' missing columns as NULL."""
-    from kwarehouse import store
+    from kwarehouse.store import warehouse as store
     mark = store.current_schema_mark("kernels")
     link = ingested.committed_files("kernels")[0]
     oldest = table_folder_path(ingested, link)

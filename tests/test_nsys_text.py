@@ -19,7 +19,7 @@ from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import nsys_stats_csv, nsys_text
 from kwarehouse.ingest.nsys_stats_csv import Block
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA, rows
 

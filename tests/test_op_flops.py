@@ -13,7 +13,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.normalize import op_flops
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 
 def test_doctests():
@@ -222,7 +222,7 @@ def test_renormalize_fills_the_flops_of_an_older_timeline(traces, tmp_path):
     import pyarrow.parquet as pq
     from test_normalize import table_folder_path
 
-    from kwarehouse import store
+    from kwarehouse.store import warehouse as store
     copy = Warehouse(shutil.copytree(traces.root, tmp_path / "wh"))
     copy.refresh_duckdb()
     before = rows(copy, "SELECT * FROM kernel_launches ORDER BY run_id, launch_index")

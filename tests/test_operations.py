@@ -14,9 +14,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import diff, export, nightly, pipeline, rollup, store, views
+from kwarehouse import pipeline, views
+from kwarehouse.answers import diff, export
+from kwarehouse.jobs import nightly, rollup
+from kwarehouse.store import warehouse as store
 from kwarehouse.cli import REGRESSION_EXIT, main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 
 

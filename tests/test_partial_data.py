@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from kwarehouse import pipeline, views as views_lib
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA, rows
 

@@ -11,7 +11,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.normalize import peaks
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 # SM compute capability of each table model, for the CUDA-core check below (CUDA C Programming Guide)
 CC = {"H100 SXM": "9.0", "A100 SXM4 80GB": "8.0", "A100 SXM4 40GB": "8.0", "A100 PCIe 80GB": "8.0",

@@ -25,7 +25,7 @@ from conftest import DATA, rows
 from kwarehouse import pipeline
 from kwarehouse.cli import main
 from kwarehouse.collect import discovery, presets, profiling, selection
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 RUNS = DATA / "profile-h100"
 TRACES = [DATA / f"torch-trace-{m}" / "trace.json" for m in ("gpt2", "gpt2_train", "compiled_mlp", "custom_cupy")]

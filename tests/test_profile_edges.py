@@ -25,7 +25,7 @@ from conftest import DATA, rows
 from kwarehouse.cli import main
 from kwarehouse.collect import discovery, profiling
 from kwarehouse.errors import InputError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 from test_profile import RUNS, WORKLOAD, fake_tools, _dry_run, _one_error_line, _profile  # noqa: F401
 
 TINY = RUNS / "tiny_region"

@@ -21,7 +21,7 @@ import pytest
 from conftest import DATA, rows
 from kwarehouse import pipeline
 from kwarehouse.collect import discovery, profiling, selection
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 from test_profile import RUNS, TRACES, WORKLOAD, _one_error_line, _profile, fake_tools  # noqa: F401 (fixture)
 
 SRC = Path(profiling.__file__).parents[2]
@@ -314,7 +314,7 @@ def test_autotune_op_class_in_the_warehouse_and_hot_kernels(tmp_path):
     """Ingested, the same kernels get op class autotune (op_class_rules.csv, as the selection reads it), and
     kwh hot-kernels and kwh summary's top kernels leave them out."""
     from kwarehouse.collect.hot_kernels import hot_kernels
-    from kwarehouse.summary import summary_tables
+    from kwarehouse.answers.summary import summary_tables
     warehouse = Warehouse(tmp_path / "wh")
     report = pipeline.ingest([JAX / "discovery", JAX / "ncu"], warehouse)
     assert report.ok and not report.failed, report.failed

@@ -20,10 +20,11 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import check, fast_read, pipeline, publish
-from kwarehouse.catalog import catalog_info
+from kwarehouse import pipeline
+from kwarehouse.store import check, fast_read, publish
+from kwarehouse.store.catalog import catalog_info
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 GPT2 = DATA / "ncu-gpt2-h100"
 SHELL = Path(sys.executable).parent / "duckdb"
@@ -159,7 +160,7 @@ def test_kwh_sql_says_so_on_a_read_only_warehouse(warehouse, tmp_path):
         try:
             done = subprocess.run([sys.executable, "-m", "kwarehouse", "-w", str(warehouse.root), "sql",
                                    "SELECT count(*) AS n FROM kernels", "--csv"], capture_output=True, text=True,
-                                  env={"PYTHONPATH": str(Path(publish.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
+                                  env={"PYTHONPATH": str(Path(publish.__file__).parents[2]), "PATH": "/usr/bin:/bin"})
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     assert done.returncode == 0 and done.stdout.split() == ["n", "3"], done.stderr

@@ -16,7 +16,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
 PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "public-samples"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

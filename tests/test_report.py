@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kwarehouse import pipeline, report
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.answers import report
+from kwarehouse.store.warehouse import Warehouse
 
 
 def chromium() -> str | None:
@@ -332,7 +333,7 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
 
 
 def test_every_report_and_summary_query_is_a_described_sql_file_that_is_loaded():
-    from kwarehouse import summary
+    from kwarehouse.answers import summary
     sources = {module: Path(module.__file__).read_text() for module in (report, summary)}
     files = sorted(report.SQL_DIR.glob("*.sql"))
     assert files and summary.SQL_DIR == report.SQL_DIR

@@ -19,9 +19,11 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import catalog, check, pipeline, rollup, store
+from kwarehouse import pipeline
+from kwarehouse.jobs import rollup
+from kwarehouse.store import catalog, check, warehouse as store
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from test_operations import dated_copy
 

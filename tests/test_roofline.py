@@ -12,7 +12,7 @@ import kwarehouse
 from kwarehouse import pipeline
 from kwarehouse.cli import main
 from kwarehouse.normalize import peaks
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 TENSOR = DATA / "tensor-ncu-gpt2-h100"    # corpus h100-2026-11b gpt2: hierarchical + tensor roofline sections
 CUPY = DATA / "ncu-custom-cupy-h100"      # saxpy, naive SGEMM, a CUB reduction: CUDA-core FLOPs only
@@ -206,7 +206,7 @@ def test_corpus_llama_gemm_at_the_bf16_roof_and_gpt2_bound_by_l2_or_tensor(corpu
 def test_the_report_draws_each_roof_and_places_tensor_kernels_by_their_tensor_flops(tmp_path):
     import re
 
-    from kwarehouse import report
+    from kwarehouse.answers import report
     warehouse = Warehouse(tmp_path / "wh")
     assert pipeline.ingest([TENSOR, CUPY, DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
     text = report.build(warehouse)

@@ -18,7 +18,7 @@ from conftest import DATA
 
 import kwarehouse
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 # -- Ctrl-C in the kwh sql prompt ------------------------------------------------------------------
 
@@ -331,7 +331,7 @@ def test_ncu_saying_it_profiled_nothing_is_found_after_a_long_program_log_and_in
 
 
 def test_captures_with_nothing_to_store_in_parallel_ingests(tmp_path):
-    from kwarehouse import fanout
+    from kwarehouse.jobs import fanout
     drop = tmp_path / "drop"
     expected = _empty_captures(drop / "a")
     _empty_captures(drop / "b")     # the same contents in a second folder: recorded once

@@ -9,7 +9,7 @@ import pytest
 
 from kwarehouse import pipeline
 from kwarehouse.errors import InputError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA, rows
 

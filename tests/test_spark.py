@@ -12,10 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA
-from kwarehouse import pipeline, rollup, views
+from kwarehouse import pipeline, views
+from kwarehouse.jobs import rollup
 from kwarehouse import spark as kspark
 from kwarehouse.cli import main
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 REPO = Path(__file__).parents[1]
 QUERIES = sorted((REPO / "queries").glob("*.sql"))
@@ -222,7 +223,7 @@ def test_spark_sql_command(registered):
 
 def test_spark_ingest_equals_local_ingest(spark, pristine_warehouse, tmp_path):
     from conftest import EXPORT_FOLDERS, warehouse_rows
-    from kwarehouse import fanout
+    from kwarehouse.jobs import fanout
     sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
     warehouse = Warehouse(tmp_path / "wh")
     report = pipeline.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
@@ -242,7 +243,7 @@ def test_spark_ingest_command(spark, tmp_path):
 
 
 def test_a_failing_spark_task_is_one_line(spark, tmp_path, monkeypatch):
-    from kwarehouse import fanout
+    from kwarehouse.jobs import fanout
     from kwarehouse.errors import KwhError
 
     def broken(job, context):

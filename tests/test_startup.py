@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import catalog, cli, export, fast_read, pipeline, schema
+from kwarehouse import cli, pipeline, schema
+from kwarehouse.answers import export
+from kwarehouse.store import catalog, fast_read
 from kwarehouse.collect.command import profile
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA
 

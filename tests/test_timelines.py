@@ -16,7 +16,7 @@ from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError
 from kwarehouse.ingest import ncu_rep
 from kwarehouse.normalize import identity
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 

@@ -192,7 +192,7 @@ def test_gzip_cut_short_bombs_and_inner_errors_name_the_gz_file(tmp_path, monkey
 
 def test_a_gzipped_export_is_ingested_from_a_folder(tmp_path):
     from kwarehouse import pipeline
-    from kwarehouse.store import Warehouse
+    from kwarehouse.store.warehouse import Warehouse
     folder = tmp_path / "runs" / "gpt2"
     shutil.copytree(DATA / "ncu-gpt2-h100", folder)
     for name in ("gpt2.raw.csv", "gpt2.details.csv", "gpt2.raw.mangled.csv", "gpt2.details.mangled.csv"):

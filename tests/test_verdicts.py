@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, rows, warehouse_on
 
 from kwarehouse import pipeline
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 FIXTURE = DATA / "verdicts-ncu-h100"
 GOLDEN = Path(__file__).parent / "golden" / "verdicts.csv"

@@ -8,7 +8,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline, views
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 CUPY_RAW = DATA / "ncu-custom-cupy-h100" / "custom_cupy.raw.csv"
 GPT2_RAW = DATA / "ncu-gpt2-h100" / "gpt2.raw.csv"

@@ -75,7 +75,7 @@ def attach(con: duckdb.DuckDBPyConnection, root: Path, alias: str) -> None:
     if published.exists():
         con.execute(f"ATTACH '{published}' AS {alias} (READ_ONLY)")
         return
-    from kwarehouse.store import Warehouse    # no published file: the current kwh builds the views
+    from kwarehouse.store.warehouse import Warehouse    # no published file: the current kwh builds the views
     source = Warehouse(root).connect()
     con.execute(f"ATTACH ':memory:' AS {alias}")
     for (name,) in source.execute("SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views() "

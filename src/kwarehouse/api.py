@@ -25,9 +25,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from kwarehouse import fast_read, pipeline, schema, views
+from kwarehouse import pipeline, schema, views
+from kwarehouse.store import fast_read
 from kwarehouse.errors import KwhError
-from kwarehouse.store import Snapshot, Warehouse, _real_names
+from kwarehouse.store.warehouse import Snapshot, Warehouse, _real_names
 
 
 class KernelWarehouse:

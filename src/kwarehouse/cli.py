@@ -18,7 +18,7 @@ import click
 from kwarehouse.errors import KwhError, first_line
 
 if TYPE_CHECKING:
-    from kwarehouse.store import Warehouse
+    from kwarehouse.store.warehouse import Warehouse
 
 # kwh --wide: table cells are never cut
 WIDE = False
@@ -78,7 +78,7 @@ def _storage_error(exc: Exception) -> str | None:
     # (an exception of a library comes only from a library that is loaded: none is imported here)
     sa = sys.modules.get("sqlalchemy")
     if sa is not None and isinstance(exc, sa.exc.DatabaseError):
-        from kwarehouse.store import _database_error
+        from kwarehouse.store.warehouse import _database_error
         return str(_database_error("the catalog", exc))
     duckdb, pa = sys.modules.get("duckdb"), sys.modules.get("pyarrow")
     if (duckdb is not None and isinstance(exc, duckdb.Error)) or (pa is not None and isinstance(exc, pa.ArrowException)):
@@ -113,7 +113,7 @@ def main(ctx, warehouse: Path, catalog: str | None, wait: float | None, wide: bo
 
 class WarehouseArgs:
     """--warehouse, --catalog and --wait; the Warehouse itself is made when a command asks for it
-    (kwarehouse.store loads duckdb, pyarrow and SQLAlchemy)."""
+    (kwarehouse.store.warehouse loads duckdb, pyarrow and SQLAlchemy)."""
 
     def __init__(self, root: Path, catalog_url: str | None, wait: float | None):
         self.root = Path(root).absolute()
@@ -124,7 +124,7 @@ class WarehouseArgs:
     def open(self):
         """The Warehouse (one per command)."""
         if self._warehouse is None:
-            from kwarehouse.store import Warehouse
+            from kwarehouse.store.warehouse import Warehouse
             self._warehouse = Warehouse(self.root, self.catalog_url, wait=self.wait)
         return self._warehouse
 
@@ -133,7 +133,7 @@ class WarehouseArgs:
         path must decide)."""
         if self.catalog_url:
             return None
-        from kwarehouse import fast_read
+        from kwarehouse.store import fast_read
         return fast_read.connect(self.root)
 
 
@@ -215,10 +215,11 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
         tag_map["gpu"] = gpu
     fan_out = None
     if engine == "spark":
-        from kwarehouse import fanout, spark
+        from kwarehouse import spark
+        from kwarehouse.jobs import fanout
         fan_out = fanout.spark_tasks(spark.session(spark_master or f"local[{jobs}]"))
     elif jobs > 1:
-        from kwarehouse import fanout
+        from kwarehouse.jobs import fanout
         fan_out = fanout.process_pool(jobs)
     files = [p for p, _ in pipeline.discover(sources)]
     if sys.stderr.isatty() and len(files) > 1:
@@ -366,7 +367,7 @@ def sql(args: WarehouseArgs, query, path, fmt):
     con = _connect(args)
     if path:
         query = path.read_text(encoding="utf-8")
-    from kwarehouse.shell import Shell, cancellable
+    from kwarehouse.answers.shell import Shell, cancellable
     if query:
         _print_rows(*cancellable(con, _run_sql, query), fmt or "table")   # Ctrl-C stops the query
         return
@@ -389,7 +390,7 @@ def summary(warehouse: Warehouse, top):
     Example:
       kwh summary --top 20
     """
-    from kwarehouse.summary import fix_first, model_efficiency, replay_note, replay_only, summary_tables
+    from kwarehouse.answers.summary import fix_first, model_efficiency, replay_note, replay_only, summary_tables
     _require_warehouse(warehouse)
     efficiency_cols, efficiency_rows = model_efficiency(warehouse)
     if efficiency_rows:
@@ -432,7 +433,7 @@ def kernels(warehouse: Warehouse, unclassified, model, limit, fmt):
       kwh kernels --unclassified
       kwh kernels --model llama --limit 20 --csv > llama-kernels.csv
     """
-    from kwarehouse.summary import kernel_list, replay_note, replay_only
+    from kwarehouse.answers.summary import kernel_list, replay_note, replay_only
     _require_warehouse(warehouse)
     columns, found = kernel_list(warehouse, unclassified=unclassified, model=model, limit=limit)
     _print_rows(columns, found, fmt or "table")
@@ -574,7 +575,7 @@ def query(args: WarehouseArgs, name, condition, limit, fmt):
     _print_rows(*_run_sql(con, views_lib.select_from(target, condition, limit, check=False)), fmt or "table")
 
 
-# kwarehouse.export.FORMATS (a test keeps them equal; importing export loads duckdb)
+# kwarehouse.answers.export.FORMATS (a test keeps them equal; importing export loads duckdb)
 EXPORT_FORMATS = ("csv", "parquet", "json", "jsonl")
 
 
@@ -601,7 +602,7 @@ def export(warehouse: Warehouse, source, output, fmt, condition, columns):
       kwh export bottleneck_class -o llama.csv --where "model = 'llama'" --columns kernel_base,bottleneck,duration_ns
       kwh export "SELECT * FROM kernels" -o kernels.parquet
     """
-    from kwarehouse import export as export_lib
+    from kwarehouse.answers import export as export_lib
     _require_warehouse(warehouse)
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     count = export_lib.export(warehouse, source, output, fmt=export_lib.format_for(output, fmt), where=condition,
@@ -639,7 +640,7 @@ def diff(warehouse: Warehouse, baseline, candidate, threshold, fail_above, min_s
       kwh diff 3fe0084c 9a1b22f0
       kwh diff model=gpt2,date=2026-11-22 model=gpt2,date=2026-11-23 --fail-above 5
     """
-    from kwarehouse import diff as diff_lib
+    from kwarehouse.answers import diff as diff_lib
     _require_warehouse(warehouse)
     result = diff_lib.diff(warehouse, baseline, candidate, threshold)
     total = result.total_delta_pct
@@ -671,7 +672,7 @@ def rollup(warehouse: Warehouse, full):
       kwh rollup
       kwh rollup --full
     """
-    from kwarehouse import rollup as rollup_lib
+    from kwarehouse.jobs import rollup as rollup_lib
     _require_warehouse(warehouse)
     report = rollup_lib.rollup(warehouse, full=full)
     for line in report.repairs:
@@ -716,7 +717,7 @@ def nightly(warehouse: Warehouse, drop, settle):
     Example:
       kwh --warehouse /data/kwh nightly /data/drop
     """
-    from kwarehouse import nightly as nightly_lib
+    from kwarehouse.jobs import nightly as nightly_lib
     report = nightly_lib.nightly(warehouse, list(drop), settle_seconds=settle)
     for line in report.ingest.repairs:
         click.echo(f"Repaired: {line}", err=True)
@@ -749,7 +750,7 @@ def check(warehouse: Warehouse, repair, quick, force):
       kwh check
       kwh check --repair
     """
-    from kwarehouse import check as check_lib
+    from kwarehouse.store import check as check_lib
     _require_warehouse(warehouse)
     report = check_lib.check(warehouse, repair=repair, quick=quick, force=force)
     for line in report.repaired:
@@ -778,7 +779,7 @@ def detach(warehouse: Warehouse, new_catalog):
       kwh --warehouse /data/kwh-copy --catalog postgresql://db/kwh detach
       kwh -w /data/kwh-copy --catalog postgresql://db/kwh detach --new-catalog postgresql://db/kwh_copy
     """
-    from kwarehouse import copies
+    from kwarehouse.jobs import copies
     _require_warehouse(warehouse)
     done = copies.detach(warehouse, new_catalog)
     for run_id, path in sorted(done.left_out.items()):
@@ -806,7 +807,7 @@ def attach(warehouse: Warehouse, moved):
     Example:
       kwh --warehouse /data/kwh --catalog postgresql://db/kwh attach --moved
     """
-    from kwarehouse import copies
+    from kwarehouse.jobs import copies
     if not moved:
         raise click.UsageError("say what this folder is: kwh attach --moved (it is the warehouse); for a copy that "
                                "should become a warehouse of its own, kwh detach")
@@ -834,7 +835,7 @@ def report(warehouse: Warehouse, output, model, gpu, since):
       kwh report -o report.html
       kwh report -o llama.html --model llama --since 2026-11-01
     """
-    from kwarehouse import report as report_lib
+    from kwarehouse.answers import report as report_lib
     _require_warehouse(warehouse)
     text = report_lib.build(warehouse, report_lib.Filters(model, gpu, since))
     output.parent.mkdir(parents=True, exist_ok=True)

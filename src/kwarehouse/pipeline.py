@@ -20,13 +20,14 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
-from kwarehouse import normalize, runmeta, schema, store
+from kwarehouse import normalize, runmeta, schema
+from kwarehouse.store import warehouse as store
 from kwarehouse.errors import InputError, KwhError, NothingToStore, SchemaError, display_path, first_line, internal_error
 from kwarehouse.ingest import archives, empty_captures, gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
-from kwarehouse.store import IngestedFile, Warehouse
+from kwarehouse.store.warehouse import IngestedFile, Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     so the pages of one report always share a folder): a batch is built and committed in threads
     while the next folders are read (COMMIT_BEHIND), and memory holds at most three batches,
     however many folders there are.
-    fan_out: read and normalize folders in parallel instead (kwarehouse.fanout.process_pool(jobs)
+    fan_out: read and normalize folders in parallel instead (kwarehouse.jobs.fanout.process_pool(jobs)
     or spark_tasks(session)); the result is the same.
     settle_seconds: files modified more recently than this are left for a later ingest (kwh nightly:
     a file still being copied into the drop folder)."""
@@ -187,7 +188,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     if settle_seconds:
         batches = _settled(batches, settle_seconds, report)
     if fan_out is not None:
-        from kwarehouse import fanout
+        from kwarehouse.jobs import fanout
         return fanout.ingest_fanned_out(batches, warehouse, fan_out, format=format, model=model, tags=tags,
                                         progress=progress, report=report)
     metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}

@@ -139,7 +139,7 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None,
     catalog: its catalog URL when it is not catalog.sqlite in the folder (as for kwh --catalog).
     views_for: SQL text; only the views it names, and the views those read, are created (the tables
     always are): a view that others read is computed at register, seconds each on a local Spark."""
-    from kwarehouse.store import Warehouse
+    from kwarehouse.store.warehouse import Warehouse
     from kwarehouse import normalize
 
     warehouse = Warehouse(warehouse_path, catalog)
@@ -147,7 +147,7 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None,
         raise KwhError(f"{warehouse.root}: no warehouse here (no catalog); run kwh ingest first")
     from pyspark.sql import functions
 
-    from kwarehouse.store import _real_names
+    from kwarehouse.store.warehouse import _real_names
     names = []
     snapshot = warehouse.snapshot()     # one catalog snapshot for every table
     for name, spec in schema.tables().items():

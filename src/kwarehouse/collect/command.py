@@ -167,7 +167,7 @@ def _echo_selection(result) -> None:
 
 def _ingest(ctx, sources: list[Path], sub_warehouse: Path | None) -> None:
     from kwarehouse import pipeline
-    from kwarehouse.store import Warehouse
+    from kwarehouse.store.warehouse import Warehouse
     # kwh's --warehouse/--catalog/--wait (cli.WarehouseArgs) when run as kwh profile
     base = ctx.obj if hasattr(ctx.obj, "catalog_url") else None
     root = sub_warehouse or (base.root if base else Path(os.environ.get("KWH_WAREHOUSE", "warehouse")))

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kwarehouse import pipeline, rollup
-from kwarehouse.store import Warehouse
+from kwarehouse import pipeline
+from kwarehouse.jobs import rollup
+from kwarehouse.store.warehouse import Warehouse
 
 
 @dataclass

@@ -26,8 +26,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kwarehouse import catalog, schema
-from kwarehouse.store import Warehouse
+from kwarehouse import schema
+from kwarehouse.store import catalog
+from kwarehouse.store.warehouse import Warehouse
 
 ROLLUP_TABLES = ("rollup_kernels_daily", "rollup_libraries_daily")
 # How many days kwh check recomputes: days an older kwh rolled up (no coverage recorded) first, then

@@ -39,8 +39,9 @@ from pathlib import Path
 import duckdb
 import sqlalchemy as sa
 
-from kwarehouse import catalog, fast_read, schema, views
-from kwarehouse.catalog import catalog_info, write_intents
+from kwarehouse import schema, views
+from kwarehouse.store import catalog, fast_read
+from kwarehouse.store.catalog import catalog_info, write_intents
 from kwarehouse.errors import KwhError, first_line
 
 PUBLISHED_TABLE = "kwh_published"
@@ -70,7 +71,7 @@ def views_template() -> Path | None:
     try:
         con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
-            from kwarehouse.store import _add_reference_tables
+            from kwarehouse.store.warehouse import _add_reference_tables
             con.execute(schema.schema_sql())
             _add_reference_tables(con)
             views.create_all(con, None)
@@ -230,7 +231,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
     materialized), which lets the next publish start from it, the hash of each of its tables' and
     views' definitions (fast_read.object_digests, which kwh check and writers compare) and their
     comments (fast_read.object_tags, which readers compare)."""
-    from kwarehouse.store import _add_reference_tables
+    from kwarehouse.store.warehouse import _add_reference_tables
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied

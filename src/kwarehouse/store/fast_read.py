@@ -50,7 +50,7 @@ def _packaged_definitions() -> str:
     """The packaged part of definitions(), from the files themselves: the metric catalog and the
     peaks are hashed as the CSV files (and the code) they are built from, so no polars is loaded."""
     from kwarehouse import views
-    package = Path(__file__).parent
+    package = Path(__file__).parents[1]      # src/kwarehouse (this module lives in store/)
     digest = hashlib.sha256(resources.files("kwarehouse").joinpath("schema.sql").read_bytes())
     for view in views.creation_order():
         digest.update(f"\0{view.name}\0{view.sql}".encode())

@@ -40,8 +40,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import catalog, normalize, schema, views
-from kwarehouse.catalog import (CATALOG_VERSION, catalog_files, catalog_info, catalog_parquet,  # noqa: F401
+from kwarehouse import normalize, schema, views
+from kwarehouse.store import catalog
+from kwarehouse.store.catalog import (CATALOG_VERSION, catalog_files, catalog_info, catalog_parquet,  # noqa: F401
                                 catalog_parquet_runs, catalog_retired, catalog_rollup_files,
                                 catalog_rollup_coverage, catalog_rollup_state, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError, first_line
@@ -849,14 +850,14 @@ class Warehouse:
         with self._read() as con:
             if con.execute(sa.select(sa.func.count()).select_from(write_intents)).scalar():
                 return True
-        from kwarehouse import publish
+        from kwarehouse.store import publish
         return publish.is_stale(self)
 
     def repair(self) -> list[str]:
         """Undo what an interrupted writer left (its staging folder, files it meant to commit) and
         delete retired files older than RETIRE_GRACE that no published view names. Call under the
         writer lock: every intent then belongs to a dead writer."""
-        from kwarehouse import publish
+        from kwarehouse.store import publish
         repairs = []
         with self._read() as con:
             intents = list(con.execute(sa.select(write_intents.c.path, write_intents.c.kind)))
@@ -953,7 +954,7 @@ class Warehouse:
         """Rebuild a stale warehouse.duckdb (a moved or copied warehouse, a failed rebuild) when no
         writer is busy and the folder is writable; otherwise leave it to the next writer. Readers
         call this, so a moved warehouse opens in the DuckDB shell after any kwh command."""
-        from kwarehouse import publish
+        from kwarehouse.store import publish
         try:
             if self.session_dir is not None or not publish.is_stale(self) or self.copy_problem():
                 return      # a copy of the folder never writes the catalog it shares, readers' publishing included
@@ -976,7 +977,7 @@ class Warehouse:
         if not self.catalog_url and self.session_dir is None:
             # warehouse.duckdb current by the default catalog, read with sqlite3 (fast_read): the same
             # answer as below without a catalog round trip through SQLAlchemy
-            from kwarehouse import fast_read
+            from kwarehouse.store import fast_read
             published = fast_read.connect(self.root)
             if published is not None:
                 return published
@@ -987,7 +988,7 @@ class Warehouse:
             print(f"kwh: warning: {len(missing)} committed file(s) of {self.root} are missing (first: {missing[0]}); "
                   "their rows are left out of every answer: run kwh check", file=sys.stderr)
         if not missing:
-            from kwarehouse import publish
+            from kwarehouse.store import publish
             published, problem = publish.open_published(self, snapshot)
             if published is not None:
                 return published
@@ -1010,12 +1011,12 @@ class Warehouse:
         return con
 
     def publish_if_stale(self) -> bool:
-        from kwarehouse import publish
+        from kwarehouse.store import publish
         return publish.publish_if_stale(self)
 
     def refresh_duckdb(self) -> None:
         """Rebuild warehouse.duckdb now (see publish.py)."""
-        from kwarehouse import publish
+        from kwarehouse.store import publish
         publish.publish(self)
 
 

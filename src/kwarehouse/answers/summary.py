@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 # The queries are report_sql/<name>.sql (one per file; its first comment says what it answers), beside
 # the report's: answers read the warehouse, and their SQL lives in .sql files like the views'.

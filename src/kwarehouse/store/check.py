@@ -33,11 +33,13 @@ import duckdb
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from kwarehouse import catalog, publish, rollup, schema, store
-from kwarehouse.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
+from kwarehouse import schema
+from kwarehouse.jobs import rollup
+from kwarehouse.store import catalog, publish, warehouse as store
+from kwarehouse.store.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
                                 catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.errors import first_line
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 
 @dataclass

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from kwarehouse.errors import KwhError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 SELECTOR_KEYS = {"model": "model", "gpu": "gpu", "date": "CAST(run_date AS VARCHAR)", "tool": "tool"}
 RUN_ID = re.compile(r"^[0-9a-f]{4,16}$")

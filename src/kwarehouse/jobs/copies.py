@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from kwarehouse import catalog
-from kwarehouse.catalog import (catalog_files, catalog_folders, catalog_info, catalog_parquet, catalog_parquet_runs,
+from kwarehouse.store import catalog
+from kwarehouse.store.catalog import (catalog_files, catalog_folders, catalog_info, catalog_parquet, catalog_parquet_runs,
                                 catalog_retired, catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError
-from kwarehouse.store import Warehouse
+from kwarehouse.store.warehouse import Warehouse
 
 # catalog_info keys that describe the shared catalog, not the copy (the published file is this folder's own)
 _NOT_COPIED_INFO = {"warehouse_id", "version", "published"}

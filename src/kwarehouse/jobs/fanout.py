@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kwarehouse import normalize, pipeline, schema
 from kwarehouse.errors import KwhError
-from kwarehouse.store import IngestedFile, StagedRun, Warehouse
+from kwarehouse.store.warehouse import IngestedFile, StagedRun, Warehouse
 
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]

@@ -1,0 +1,3 @@
+"""The answers kwh gives from a warehouse: summary, report, diff, export and the SQL shell.
+
+They read (through kwarehouse.store.warehouse) and never hold the writer lock; their SQL lives in report_sql/."""
