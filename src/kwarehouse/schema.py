@@ -12,7 +12,7 @@ from kwarehouse.errors import SchemaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
-# duckdb and pyarrow are imported where used: the fast read path (fast_read.py) and kwh --help need
+# duckdb and pyarrow are imported where used: the fast read path (store/fast_read.py) and kwh --help need
 # only the table names.
 
 PARTITION_COLUMNS = ("model", "gpu")

@@ -1,4 +1,4 @@
-"""What a copy of a warehouse folder does once kwh refused it (catalog.py says how a copy is told
+"""What a copy of a warehouse folder does once kwh refused it (store/catalog.py says how a copy is told
 apart): `kwh detach` gives it a catalog of its own, `kwh attach --moved` makes it the warehouse.
 
 detach copies the shared catalog's rows into a new catalog (catalog.sqlite beside the folder, or an
