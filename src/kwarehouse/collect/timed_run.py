@@ -7,8 +7,9 @@ file by the workload's own interpreter, like torch_discovery.py, so it imports n
 
 It times what `kwh profile --no-profile-from-start` profiles: the wall time between the script's
 torch.cuda.profiler.start() and stop() (or CuPy's cupy.cuda.profiler.start()/stop()), the GPU synchronized
-at both ends, summed over the regions. TIMING.json: {"seconds", "regions", "script_seconds"} ("seconds"
-null when the script opened no region; script_seconds: its whole run, for the log).
+at both ends, summed over the regions. TIMING.json: {"seconds", "regions", "script_seconds", "sync_error"} ("seconds"
+null when the script opened no region; script_seconds: its whole run, for the log; sync_error: why the final
+synchronize failed, else null).
 """
 
 import os
@@ -101,13 +102,17 @@ def main() -> None:
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
+        # only script_seconds (for the log) waits on this: the regions synchronize themselves; a GPU the
+        # workload left in error is recorded beside the timing rather than raised over the workload's own failure
+        sync_error = None
         try:
             _synchronize()
-        except Exception:        # a GPU left in error by the workload: its own failure says why
-            pass
+        except Exception as exc:
+            sync_error = f"{type(exc).__name__}: {exc}"
+            print(f"kwh timed run: the GPU could not be synchronized at the end ({sync_error})", file=sys.stderr)
         with open(args.out, "w", encoding="utf-8") as out:
             json.dump({"seconds": regions.seconds if regions.regions else None, "regions": regions.regions,
-                       "script_seconds": time.perf_counter() - began}, out)
+                       "script_seconds": time.perf_counter() - began, "sync_error": sync_error}, out)
             out.write("\n")
     sys.exit(status)
 
