@@ -1,0 +1,48 @@
+"""The tunables of the write path, in one frozen dataclass the caller constructs.
+
+A Warehouse carries its Settings (``Warehouse(root, settings=Settings(batch_runs=1))``); the build
+steps, the jobs and the store read them from there, so a test states the setting it needs instead of
+patching a module global. The defaults are the measured ones; each field says what measured it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Runs of ncu exports are built in one vectorized pass and written together (one Parquet file per
+    # table and partition, one catalog transaction), up to this many runs or input bytes at a time:
+    # per-run work (a polars query, a file, a transaction) costs more than a 100-kernel run's rows. A
+    # batch holds ~6x its input bytes at its peak: 100 runs of 9 MB took the same CPU in batches of 8,
+    # 16 or 64 runs, and 903, 1,288 and 2,139 MiB at the peak (one batch at a time; ingest holds up
+    # to three: 16-run batches peak at 909-990 MiB).
+    batch_runs: int = 16
+    batch_bytes: int = 80 << 20
+    # A full batch is built and committed in threads while the next folders are read (False: each batch
+    # is committed in the calling thread before reading on; the report and the rows are the same either
+    # way, tested; bench/profile_ingest.py turns it off, as cProfile sees one thread).
+    commit_behind: bool = True
+    # kwh renormalize rewrites this many runs per commit.
+    renormalize_batch: int = 200
+    # Folders go to fan-out workers this many at a time (or up to this many input bytes): the runs of a
+    # job are normalized and written together, and jobs stay many enough to balance (the last job of one
+    # worker is all the other may wait for) and small enough for a worker's memory.
+    job_folders: int = 8
+    job_bytes: int = 80 << 20
+    # The long metrics table is written sorted by metric name in row groups of this many rows, so that
+    # a filter on the name skips most of every file by its row-group statistics.
+    clustered_row_group_rows: int = 16_384
+    # kwh compact streams each partition through chunks of at most this many rows (sorted per chunk for
+    # clustered tables), so its memory does not grow with the partition.
+    compact_chunk_rows: int = 1_000_000
+    # A replaced file's link under _files/ stays readable this long for views bound before, measured on
+    # the catalog's clock.
+    retire_grace: timedelta = timedelta(minutes=10)
+    # Below this many launches, warehouse.duckdb holds only views; above, the heavy views are
+    # materialized as tables when it is published.
+    materialize_min_rows: int = 200_000
+
+
+DEFAULT_SETTINGS = Settings()
