@@ -46,6 +46,7 @@ from kwarehouse.store.catalog import (CATALOG_VERSION, catalog_files, catalog_in
                                 catalog_parquet_runs, catalog_retired, catalog_rollup_files,
                                 catalog_rollup_coverage, catalog_rollup_state, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError, first_line
+from kwarehouse.settings import DEFAULT_SETTINGS, Settings
 
 # The long metrics table is written sorted by metric name, in small row groups, so that a filter on
 # the name skips most of every file by its row-group statistics: a query for a few of the ~830
@@ -165,10 +166,12 @@ def _database_error(where: str, exc: Exception) -> KwhError:
 
 
 class Warehouse:
-    def __init__(self, root: Path | str, catalog: str | None = None, wait: float | None = None):
+    def __init__(self, root: Path | str, catalog: str | None = None, wait: float | None = None,
+                 settings: Settings = DEFAULT_SETTINGS):
         """root: the warehouse folder. catalog: an SQLAlchemy URL for the catalog (e.g.
         postgresql://host/db for a team sharing one warehouse); default: catalog.sqlite in root.
-        wait: how long a writer waits for another writer's lock (None: as long as it takes)."""
+        wait: how long a writer waits for another writer's lock (None: as long as it takes).
+        settings: the write path's tunables (kwarehouse.settings)."""
         # One path per warehouse, its real one: a symlink, a relative path or ".." open the same
         # warehouse under the same name, so the published file (whose views name the Parquet files
         # by absolute path, and whose record names its folder) is the same whichever path opened it.
@@ -177,6 +180,7 @@ class Warehouse:
         self.duckdb_path = self.root / "warehouse.duckdb"
         self.catalog_url = catalog_engine_url(catalog) if catalog else None
         self.wait = wait
+        self.settings = settings
         self._engine: sa.Engine | None = None         # verified, created when missing (writers)
         self._read_engine: sa.Engine | None = None    # verified, never creates anything (readers)
         self.session_dir: Path | None = None          # this writer's staging folder, inside writer()
