@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA
 
 import kwarehouse
-from kwarehouse.store import warehouse as store
+from kwarehouse.store import layout
 from kwarehouse.errors import KwhError
 
 
@@ -92,7 +92,7 @@ def test_a_moved_warehouse_is_an_error_in_sql_and_table(api, tmp_path):
 def test_a_missing_parquet_file_is_an_error_in_sql_and_table(api):
     root = api.warehouse.root
     lost = api.warehouse.snapshot().files["kernels"][0]
-    for place in (root / lost, root / store.FILES / lost):
+    for place in (root / lost, root / layout.FILES / lost):
         place.unlink()
     for call in (lambda: api.sql("SELECT count(*) FROM kernels").fetchall(),
                  lambda: api.table("kernels").collect()):

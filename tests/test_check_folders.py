@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from conftest import DATA, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import check, warehouse as store
+from kwarehouse.store import catalog, check, layout
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -44,13 +44,13 @@ def test_a_file_deleted_from_its_table_folder_is_named_and_relinked(two_runs):
     found = check.check(warehouse)
     assert not found.ok
     assert [p for p in found.problems if lost in p] == [
-        f"{lost}: missing from its table folder (its {store.FILES}/ link still holds it): readers that glob "
+        f"{lost}: missing from its table folder (its {layout.FILES}/ link still holds it): readers that glob "
         "the table folders miss its rows; kwh check --repair puts it back"]
     repaired = check.check(warehouse, repair=True)
     assert repaired.ok, repaired.problems
     assert any(lost in line and "back in its table folder" in line for line in repaired.repaired)
     assert globbed_kernels(warehouse) == 6
-    assert (warehouse.root / lost).samefile(warehouse.root / store.FILES / lost)
+    assert (warehouse.root / lost).samefile(warehouse.root / layout.FILES / lost)
 
 
 def test_a_changed_file_in_a_table_folder_is_named_and_set_aside(two_runs):
@@ -61,13 +61,13 @@ def test_a_changed_file_in_a_table_folder_is_named_and_set_aside(two_runs):
     shutil.copyfile(warehouse.root / second, target)     # another run's rows under this file's name
     found = check.check(warehouse)
     assert [p for p in found.problems if first in p] == [
-        f"{first}: differs from the committed file (its {store.FILES}/ link): readers that glob the table "
+        f"{first}: differs from the committed file (its {layout.FILES}/ link): readers that glob the table "
         "folders read other rows; kwh check --repair sets it aside and puts the committed file back"]
     repaired = check.check(warehouse, repair=True)
     assert repaired.ok, repaired.problems
     kept = list((warehouse.root / "_quarantine").iterdir())
     assert len(kept) == 1 and kept[0].read_bytes() == (warehouse.root / second).read_bytes()   # set aside, not deleted
-    assert target.samefile(warehouse.root / store.FILES / first)
+    assert target.samefile(warehouse.root / layout.FILES / first)
     assert globbed_kernels(warehouse) == 6
 
 
@@ -86,11 +86,11 @@ def test_a_replaced_file_left_in_its_table_folder_is_named_and_taken_out(two_run
     pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second file in the gpt2 partition
     pipeline.compact(warehouse)
     with warehouse.reader.connect() as con:
-        retired = sorted(con.execute(sa.select(store.catalog_retired.c.path)).scalars())
+        retired = sorted(con.execute(sa.select(catalog.catalog_retired.c.path)).scalars())
     table = retired[0].split("/")[0]
     count = f"SELECT count(*) FROM {table}"
     # a crash between the compaction's commit and taking the replaced file out of its folder
-    (warehouse.root / retired[0]).hardlink_to(warehouse.root / store.FILES / retired[0])
+    (warehouse.root / retired[0]).hardlink_to(warehouse.root / layout.FILES / retired[0])
     assert globbed_kernels(warehouse, table) > rows(warehouse, count)[0][0]
     found = check.check(warehouse)
     assert [p for p in found.problems if retired[0] in p] == [

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from conftest import DATA, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import catalog, warehouse as store
+from kwarehouse.settings import Settings
+from kwarehouse.store import catalog, folders, layout
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 from test_data_safety import one_error_line, parquet_files
@@ -44,7 +45,7 @@ def test_a_copy_on_another_host_that_wrote_first_is_never_undone_by_the_original
     original = tmp_path / "a"
     pipeline.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
-    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
+    monkeypatch.setattr(folders, "host_name", lambda: "second-host")
     pipeline.ingest([VECADD], Warehouse(copy, url), model="vecadd")     # kwh cannot look at the other host: it writes
     both = run_ids(copy, url)
     assert len(both) == 2
@@ -64,9 +65,8 @@ def test_a_copy_on_another_host_that_wrote_first_is_never_undone_by_the_original
     read = cli(original, url, "sql", "SELECT count(*) FROM runs")
     assert read.exit_code == 0 and "is a copy of the warehouse" in read.output, read.output
     # the copy's next writer (after the retire grace) keeps every file, and its check is ok
-    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
-    monkeypatch.setattr(store, "RETIRE_GRACE", timedelta(0))
-    assert cli(copy, url, "ingest", str(GPT2)).exit_code == 0
+    monkeypatch.setattr(folders, "host_name", lambda: "second-host")
+    assert pipeline.ingest([GPT2], Warehouse(copy, url, settings=Settings(retire_grace=timedelta(0)))).ok
     assert parquet_files(copy) == copy_files and run_ids(copy, url) == both
     assert cli(copy, url, "check").exit_code == 0
     assert rows(Warehouse(copy, url), "SELECT count(*) FROM runs") == [(2,)]
@@ -99,7 +99,7 @@ def test_a_refused_copy_detaches_into_a_catalog_of_its_own_with_the_runs_it_has(
     original = tmp_path / "a"
     pipeline.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
-    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
+    monkeypatch.setattr(folders, "host_name", lambda: "second-host")
     pipeline.ingest([VECADD], Warehouse(copy, url), model="vecadd")       # the copy is the warehouse now
     monkeypatch.undo()
     shared = run_ids(copy, url)
@@ -114,7 +114,7 @@ def test_a_refused_copy_detaches_into_a_catalog_of_its_own_with_the_runs_it_has(
     wrong = cli(original, url, "sql", "SELECT 1")
     assert wrong.exit_code == 1 and "belongs to another warehouse" in one_error_line(wrong)
     # the shared catalog and its folder are as they were
-    monkeypatch.setattr(catalog, "host_name", lambda: "second-host")
+    monkeypatch.setattr(folders, "host_name", lambda: "second-host")
     assert run_ids(copy, url) == shared and cli(copy, url, "check").exit_code == 0
 
 
@@ -171,7 +171,7 @@ def test_a_moved_folder_writes_on_and_attach_moved_makes_a_copy_the_warehouse(po
     # the displaced folder may hold what the copy lacks: repair keeps those runs without --force
     lost = next(p for p in parquet_files(copy) if "gpu=NVIDIA GeForce GTX 1080" in str(p))
     lost.unlink()
-    (copy / store.FILES / lost.relative_to(copy)).unlink()
+    (copy / layout.FILES / lost.relative_to(copy)).unlink()
     kept = cli(copy, url, "check", "--repair")
     assert kept.exit_code == 1 and len(run_ids(copy, url)) == 3, kept.output
     assert f"another folder of this catalog may hold them ({moved} (displaced" in kept.output, kept.output
@@ -180,7 +180,7 @@ def test_a_moved_folder_writes_on_and_attach_moved_makes_a_copy_the_warehouse(po
     assert forced.exit_code == 0 and "ingest its sources again" in forced.output, forced.output
     assert len(run_ids(copy, url)) == 2
     # once the displaced folder is gone, no --force is needed
-    (copy / store.FILES / next(iter(parquet_files(copy))).relative_to(copy)).unlink()
+    (copy / layout.FILES / next(iter(parquet_files(copy))).relative_to(copy)).unlink()
     next(iter(parquet_files(copy))).unlink()
     subprocess.run(["rm", "-r", str(moved)], check=True)
     assert cli(copy, url, "check", "--repair").exit_code == 0 and len(run_ids(copy, url)) == 1
@@ -194,7 +194,7 @@ def test_a_copy_that_took_its_catalog_sqlite_along_is_a_warehouse_of_its_own(tmp
     assert cli(original, None, "ingest", str(DATA / "torch-trace-gpt2")).exit_code == 0
     for root in (original, copy):
         assert cli(root, None, "check", "--repair").exit_code == 0 and len(run_ids(root, None)) == 2
-    assert not (original / catalog.SEAL_FILE).exists()
+    assert not (original / folders.SEAL_FILE).exists()
     detach = cli(copy, None, "detach")
     assert detach.exit_code == 1 and "is in the folder already" in one_error_line(detach)
 
@@ -217,12 +217,12 @@ def test_a_writer_that_dies_between_the_folders_seal_and_the_catalogs_is_no_copy
     pipeline.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
 
-    write_seal = catalog._write_seal
+    write_seal = folders._write_seal
 
     def killed(*args):
         write_seal(*args)
         raise SystemExit("killed after the folder's seal was written")
-    monkeypatch.setattr(catalog, "_write_seal", killed)
+    monkeypatch.setattr(folders, "_write_seal", killed)
     result = cli(original, url, "ingest", str(VECADD), "--model", "vecadd")
     assert result.exit_code != 0 and len(run_ids(original, url)) == 1
     monkeypatch.undo()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -20,9 +21,10 @@ from click.testing import CliRunner
 from conftest import DATA, EXPORT_FOLDERS, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import check, publish, warehouse as store
 from kwarehouse.cli import main
 from kwarehouse.errors import KwhError
+from kwarehouse.settings import Settings
+from kwarehouse.store import catalog, check, files, layout, publish
 from kwarehouse.store.warehouse import Warehouse
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -219,8 +221,8 @@ def test_retired_files_are_deleted_only_after_the_published_file_stops_naming_th
     with pytest.raises(KwhError):
         pipeline.compact(warehouse)        # committed; warehouse.duckdb still names the small files
     monkeypatch.undo()
-    monkeypatch.setattr(store, "RETIRE_GRACE", store.timedelta(0))
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")   # deletes the retired files
+    no_grace = Warehouse(warehouse.root, settings=Settings(retire_grace=timedelta(0)))
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")   # deletes the retired files
     assert published_counts(warehouse) == kwh_counts(warehouse)
 
 
@@ -352,7 +354,7 @@ CRASH = """
 import os, sys
 from pathlib import Path
 from kwarehouse import pipeline
-from kwarehouse.store import catalog, publish, warehouse as store
+from kwarehouse.store import catalog, publish, session
 from kwarehouse.store.warehouse import Warehouse
 
 step = sys.argv[3]
@@ -364,12 +366,11 @@ def after(function):
         os._exit(9)
     return wrapped
 if step == "staged":
-    store.Warehouse.commit_many = die
+    session.WriteSession.commit_many = die
 elif step == "intents":
-    real_replace = store.os.replace
-    store.os.replace = die
+    os.replace = die
 elif step == "placed":
-    store.catalog.bump_generation = die          # inside the commit transaction, files in place
+    catalog.bump_generation = die          # inside the commit transaction, files in place
 elif step == "committed":
     publish.publish = die                        # committed, warehouse.duckdb not rebuilt
 elif step == "building":
@@ -402,10 +403,10 @@ def no_stray_files(warehouse: Warehouse) -> None:
     """Every Parquet file in the table folders is committed or retired; staging holds nothing."""
     import sqlalchemy as sa
     with warehouse.reader.connect() as con:
-        known = set(con.execute(sa.select(store.catalog_parquet.c.path)).scalars())
-        known |= set(con.execute(sa.select(store.catalog_retired.c.path)).scalars())
-        known |= set(con.execute(sa.select(store.catalog_rollup_files.c.path)).scalars())
-        assert con.execute(sa.select(sa.func.count()).select_from(store.write_intents)).scalar() == 0
+        known = set(con.execute(sa.select(catalog.catalog_parquet.c.path)).scalars())
+        known |= set(con.execute(sa.select(catalog.catalog_retired.c.path)).scalars())
+        known |= set(con.execute(sa.select(catalog.catalog_rollup_files.c.path)).scalars())
+        assert con.execute(sa.select(sa.func.count()).select_from(catalog.write_intents)).scalar() == 0
     on_disk = {p.relative_to(warehouse.root).as_posix() for p in parquet_files(warehouse.root)
                if not p.relative_to(warehouse.root).as_posix().startswith("_")}
     assert on_disk <= known
@@ -549,7 +550,7 @@ def test_a_lost_parquet_file_is_reported_and_repaired_by_taking_its_run_out(tmp_
     pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
     pipeline.compact(warehouse)
     lost = warehouse.committed_files("kernels")[0]
-    table_name = warehouse.root / lost.relative_to(warehouse.root / store.FILES)
+    table_name = warehouse.root / lost.relative_to(warehouse.root / layout.FILES)
     table_name.unlink()              # one name of a committed file gone: kwh's views lose nothing,
     assert kwh_counts(warehouse)[:2] == (2, 3)
     checked = cli(warehouse, "check")    # but readers that glob the table folders miss its rows (issue 32)
@@ -571,8 +572,8 @@ def test_renormalize_rewrites_a_compacted_file_once_per_batch_not_once_per_run(i
     (ingested.rules_dir).mkdir(exist_ok=True)
     (ingested.rules_dir / "op_class_rules.csv").write_text("field,pattern,op_class\nbase,.,everything\n")
     written = []
-    real = store.Warehouse._stage_chunks
-    monkeypatch.setattr(store.Warehouse, "_stage_chunks",
+    real = files.Stager.stage_chunks
+    monkeypatch.setattr(files.Stager, "stage_chunks",
                         lambda self, stage, relative, name, chunks: written.append(relative)
                         or real(self, stage, relative, name, chunks))
     report = pipeline.renormalize(ingested)

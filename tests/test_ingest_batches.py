@@ -88,8 +88,8 @@ def test_a_warehouse_failure_stops_the_ingest_at_that_batch(tmp_path, monkeypatc
     import pytest
 
     from kwarehouse.errors import KwhError
-    from kwarehouse.store.warehouse import Warehouse as RealWarehouse
-    real = RealWarehouse.stage_runs
+    from kwarehouse.store.session import WriteSession
+    real = WriteSession.stage_runs
     monkeypatch.setattr(pipeline, "BATCH_RUNS", 2)
     kept = {}
     for behind in (False, True):
@@ -102,11 +102,11 @@ def test_a_warehouse_failure_stops_the_ingest_at_that_batch(tmp_path, monkeypatc
             return real(self, runs)
 
         monkeypatch.setattr(pipeline, "COMMIT_BEHIND", behind)
-        monkeypatch.setattr(RealWarehouse, "stage_runs", full_disk_second_time)
+        monkeypatch.setattr(WriteSession, "stage_runs", full_disk_second_time)
         warehouse = Warehouse(tmp_path / f"wh-{behind}")
         with pytest.raises(KwhError, match="No space left"):
             pipeline.ingest(SOURCES, warehouse)
-        monkeypatch.setattr(RealWarehouse, "stage_runs", real)
+        monkeypatch.setattr(WriteSession, "stage_runs", real)
         kept[behind] = sorted(run_id for run_id, _, _ in warehouse.runs())
         assert len(calls) == 2 and len(kept[behind]) == calls[0]
     assert kept[True] == kept[False]
@@ -146,6 +146,6 @@ def test_reading_waits_for_a_commit_that_replaces_a_partial_run(tmp_path, monkey
 def test_the_threads_of_one_ingest_wait_for_each_others_catalog_statements(tmp_path):
     """--wait 0 is about another writer's lock: SQLite still waits OWN_BUSY_SECONDS for a statement of
     this process's commit thread (a reader found 4 of 14 overlapped ingests failing at wait 0 before)."""
-    from kwarehouse.store import warehouse as store
-    assert Warehouse(tmp_path / "wh", wait=0)._busy_timeout == store.OWN_BUSY_SECONDS
+    from kwarehouse.store import layout
+    assert Warehouse(tmp_path / "wh", wait=0)._busy_timeout == layout.OWN_BUSY_SECONDS
     assert Warehouse(tmp_path / "wh", wait=30)._busy_timeout == 30

@@ -33,21 +33,7 @@ KNOWN = {
     ("cycle", "kwarehouse.jobs.fanout kwarehouse.pipeline"):
         "pipeline calls fanout for a parallel ingest, fanout calls back into pipeline's per-run steps; "
         "both become build/ + jobs/ingest",
-    ("cycle", "kwarehouse.store.publish kwarehouse.store.warehouse"):
-        "Warehouse publishes after a commit through function-level imports, publish borrows "
-        "warehouse's reference tables; the Catalog/WriteSession split ends it",
-    # upward imports
-    ("upward", "kwarehouse.store.check", "kwarehouse.jobs.rollup"):
-        "kwh check verifies the rollup sets with rollup's own queries; the rule moves down into store",
     # private names imported across modules
-    ("private", "kwarehouse.api", "kwarehouse.store.warehouse._real_names"):
-        "the snapshot -> files binding, written three times; store/bind.py will own it",
-    ("private", "kwarehouse.spark", "kwarehouse.store.warehouse._real_names"):
-        "the snapshot -> files binding, written three times; store/bind.py will own it",
-    ("private", "kwarehouse.cli", "kwarehouse.store.warehouse._database_error"):
-        "the CLI turns database errors into one line; the error belongs in errors/store as a public name",
-    ("private", "kwarehouse.store.publish", "kwarehouse.store.warehouse._add_reference_tables"):
-        "the reference tables for warehouse.duckdb; views/ gets the one loader of reference tables",
     ("private", "kwarehouse.jobs.fanout", "kwarehouse.pipeline._Source"):
         "fanout's workers take pipeline's source records; the type becomes build/'s public Source",
     ("private", "kwarehouse.jobs.fanout", "kwarehouse.pipeline._one_line"):

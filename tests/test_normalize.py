@@ -389,17 +389,17 @@ def test_renormalize_applies_new_rules_to_old_runs_and_is_idempotent(warehouse):
 
 def table_folder_path(warehouse: Warehouse, link: Path) -> Path:
     """The table-folder name of a committed file whose _files/ link committed_files gave."""
-    from kwarehouse.store import warehouse as store
-    return warehouse.root / link.relative_to(warehouse.root / store.FILES)
+    from kwarehouse.store import layout
+    return warehouse.root / link.relative_to(warehouse.root / layout.FILES)
 
 
 def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
     before = rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id")
-    from kwarehouse.store import warehouse as store
+    from kwarehouse.store import catalog, files
     for link in ingested.committed_files("kernels"):   # as an older kwh would have written them
         path = table_folder_path(ingested, link)
         table = pq.read_table(link)
-        old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernels')}", ""))
+        old = path.with_name(path.name.replace(f".{files.current_schema_mark('kernels')}", ""))
         assert old != path
         pq.write_table(table.drop_columns(["kernel_base", "kernel_id", "library", "op_class", "flops",
                                               "stall_long_scoreboard", "math_dtype", "tensor_flops",
@@ -408,7 +408,7 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
         path.unlink()
         link.unlink()                                  # an older kwh made no _files/ links
         with ingested.engine.begin() as con:   # an older kwh named its files without the schema mark
-            for listing in (store.catalog_parquet, store.catalog_parquet_runs):
+            for listing in (catalog.catalog_parquet, catalog.catalog_parquet_runs):
                 con.execute(listing.update().where(listing.c.path == path.relative_to(ingested.root).as_posix())
                             .values(path=old.relative_to(ingested.root).as_posix()))
     ingested.refresh_duckdb()
@@ -447,8 +447,8 @@ def test_metric_catalog_is_queryable_with_the_warehouse(ingested):
 def test_files_of_old_and_current_schema_read_together(ingested, tmp_path):
     """A warehouse holding files an older kwh wrote (fewer columns, no schema mark in the name) and
     files of today's schema: the views read both, the old ones' missing columns as NULL."""
-    from kwarehouse.store import warehouse as store
-    mark = store.current_schema_mark("kernels")
+    from kwarehouse.store import catalog, files
+    mark = files.current_schema_mark("kernels")
     link = ingested.committed_files("kernels")[0]
     oldest = table_folder_path(ingested, link)
     table = pq.read_table(link)
@@ -457,7 +457,7 @@ def test_files_of_old_and_current_schema_read_together(ingested, tmp_path):
     oldest.unlink()
     link.unlink()                                      # an older kwh made no _files/ links
     with ingested.engine.begin() as con:
-        for listing in (store.catalog_parquet, store.catalog_parquet_runs):
+        for listing in (catalog.catalog_parquet, catalog.catalog_parquet_runs):
             con.execute(listing.update().where(listing.c.path == oldest.relative_to(ingested.root).as_posix())
                         .values(path=renamed.relative_to(ingested.root).as_posix()))
     ingested.refresh_duckdb()

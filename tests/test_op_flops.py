@@ -222,7 +222,7 @@ def test_renormalize_fills_the_flops_of_an_older_timeline(traces, tmp_path):
     import pyarrow.parquet as pq
     from test_normalize import table_folder_path
 
-    from kwarehouse.store import warehouse as store
+    from kwarehouse.store import catalog, files
     copy = Warehouse(shutil.copytree(traces.root, tmp_path / "wh"))
     copy.refresh_duckdb()
     before = rows(copy, "SELECT * FROM kernel_launches ORDER BY run_id, launch_index")
@@ -230,14 +230,14 @@ def test_renormalize_fills_the_flops_of_an_older_timeline(traces, tmp_path):
     for link in copy.committed_files("kernel_launches"):   # as a kwh before these columns wrote them
         path = table_folder_path(copy, link)
         table = pq.read_table(link)
-        old = path.with_name(path.name.replace(f".{store.current_schema_mark('kernel_launches')}", ""))
+        old = path.with_name(path.name.replace(f".{files.current_schema_mark('kernel_launches')}", ""))
         pq.write_table(table.drop_columns(["math_dtype", "flops", "flops_source", "achieved_flops_per_s",
                                            "peak_flops_per_s", "pct_of_peak", "gemm_m", "gemm_n", "gemm_k",
                                            "gemm_batch"]), old)
         path.unlink()
         link.unlink()
         with copy.engine.begin() as con:
-            for listing in (store.catalog_parquet, store.catalog_parquet_runs):
+            for listing in (catalog.catalog_parquet, catalog.catalog_parquet_runs):
                 con.execute(listing.update().where(listing.c.path == path.relative_to(copy.root).as_posix())
                             .values(path=old.relative_to(copy.root).as_posix()))
     copy.refresh_duckdb()

@@ -17,7 +17,7 @@ from conftest import DATA, rows
 from kwarehouse import pipeline, views
 from kwarehouse.answers import diff, export
 from kwarehouse.jobs import nightly, rollup
-from kwarehouse.store import warehouse as store
+from kwarehouse.settings import Settings
 from kwarehouse.cli import REGRESSION_EXIT, main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -176,7 +176,7 @@ def metric_row_groups(warehouse: Warehouse) -> list[tuple[str, int, str, str]]:
     return out
 
 
-def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_path, monkeypatch):
+def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_path):
     """Metrics files are sorted by metric name in small row groups, before and after compaction (which
     streams a partition through chunks), so the stall range in metric_lookup skips most row groups by
     their statistics. Small limits here make the test data span several row groups and chunks."""
@@ -192,9 +192,7 @@ def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_pat
         assert names == sorted(names)
     before = {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
 
-    monkeypatch.setattr(store, "CLUSTERED_ROW_GROUP_ROWS", 500)
-    monkeypatch.setattr(store, "COMPACT_CHUNK_ROWS", 3_000)
-    pipeline.compact(warehouse)
+    pipeline.compact(Warehouse(warehouse.root, settings=Settings(clustered_row_group_rows=500, compact_chunk_rows=3_000)))
     groups = [g for g in metric_row_groups(warehouse) if g[0].startswith("compact-")]   # partitions of 2+ runs
     assert max(rows for _, rows, _, _ in groups) == 500
     wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import DATA, rows
 
 from kwarehouse import pipeline
-from kwarehouse.store import check, fast_read, publish
+from kwarehouse.store import check, fast_read, layout, publish
 from kwarehouse.store.catalog import catalog_info
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
@@ -102,7 +102,7 @@ def test_a_change_that_keeps_size_and_mtime_is_found_by_the_definitions_hash(war
     with warehouse.engine.begin() as con:
         recorded = json.loads(con.execute(sa.select(catalog_info.c.value)
                                           .where(catalog_info.c.key == publish.PUBLISHED_KEY)).scalar())
-        recorded["stat"] = fast_read.file_stat(warehouse.duckdb_path)
+        recorded["stat"] = layout.file_stat(warehouse.duckdb_path)
         con.execute(catalog_info.update().where(catalog_info.c.key == publish.PUBLISHED_KEY)
                     .values(value=json.dumps(recorded)))
     assert fast_read.connect(warehouse.root) is None          # kwh sql's fast path does not answer from it
@@ -118,11 +118,11 @@ def test_a_redefinition_under_kwhs_own_comment_is_found_and_repaired_by_check(wa
     expected = rows(warehouse, "SELECT count(*) FROM kernel_popularity")
     assert expected[0][0] > 1
     in_a_users_session(warehouse.duckdb_path, "CREATE OR REPLACE VIEW kernel_popularity AS SELECT 1 AS x",
-                       f"COMMENT ON VIEW kernel_popularity IS '{fast_read.OWN_TAG}'")
+                       f"COMMENT ON VIEW kernel_popularity IS '{layout.OWN_TAG}'")
     with warehouse.engine.begin() as con:     # and size and mtime as kwh recorded them
         recorded = json.loads(con.execute(sa.select(catalog_info.c.value)
                                           .where(catalog_info.c.key == publish.PUBLISHED_KEY)).scalar())
-        recorded["stat"] = fast_read.file_stat(warehouse.duckdb_path)
+        recorded["stat"] = layout.file_stat(warehouse.duckdb_path)
         con.execute(catalog_info.update().where(catalog_info.c.key == publish.PUBLISHED_KEY)
                     .values(value=json.dumps(recorded)))
     assert shell_answer(warehouse.duckdb_path, "SELECT count(*) FROM kernel_popularity") == [(1,)]
@@ -131,23 +131,24 @@ def test_a_redefinition_under_kwhs_own_comment_is_found_and_repaired_by_check(wa
     assert shell_answer(warehouse.duckdb_path, "SELECT count(*) FROM kernel_popularity") == expected
 
 
-def test_readers_and_the_shell_agree_or_kwh_says_so(warehouse, capfd):
+def test_readers_and_the_shell_agree_or_kwh_says_so(warehouse):
     in_a_users_session(warehouse.duckdb_path, "CREATE OR REPLACE VIEW kernels AS SELECT 1 AS x")
     # a writer is busy (its lock held): the reader cannot rebuild the file, answers from the catalog,
-    # and says that DuckDB sessions reading the file get other answers
+    # and says (to the caller's warn) that DuckDB sessions reading the file get other answers
+    lines: list[str] = []
     with open(warehouse.root / ".kwh.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            capfd.readouterr()
-            assert rows(Warehouse(warehouse.root), "SELECT count(*) FROM kernels") == [(3,)]
-            said = capfd.readouterr().err
+            assert rows(Warehouse(warehouse.root, warn=lines.append), "SELECT count(*) FROM kernels") == [(3,)]
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    said = "\n".join(lines)
     assert "warehouse.duckdb was changed outside kwh (view kernels redefined)" in said
     assert "DuckDB sessions reading it get other answers than kwh" in said
-    # the writer is gone: the next reader rebuilds it, and says what it replaced
-    assert rows(Warehouse(warehouse.root), "SELECT count(*) FROM kernels") == [(3,)]
-    said = capfd.readouterr().err
+    # the writer is gone: the next reader rebuilds it, and says what it replaced (kept, without a warn)
+    reader = Warehouse(warehouse.root)
+    assert rows(reader, "SELECT count(*) FROM kernels") == [(3,)]
+    said = "\n".join(reader.warnings)
     assert "view kernels redefined" in said and "_quarantine" in said
     assert shell_answer(warehouse.duckdb_path, "SELECT count(*) FROM kernels") == [(3,)]
 
@@ -173,7 +174,7 @@ def test_a_users_own_database_attaches_the_warehouse_for_their_views(warehouse, 
     warehouse.duckdb read-only; warehouse.duckdb is never written, and rebuilds do not touch them."""
     attach = f"ATTACH '{warehouse.duckdb_path}' AS kwh (READ_ONLY)"
     mine = tmp_path / "mine.duckdb"
-    before = fast_read.file_stat(warehouse.duckdb_path)
+    before = layout.file_stat(warehouse.duckdb_path)
 
     def shell(sql: str) -> str:
         done = subprocess.run([str(SHELL), str(mine), "-csv", "-noheader", "-cmd", attach, "-c", sql],
@@ -183,6 +184,6 @@ def test_a_users_own_database_attaches_the_warehouse_for_their_views(warehouse, 
 
     shell("CREATE OR REPLACE VIEW my_top AS SELECT kernel_base, count(*) AS n FROM kwh.kernels GROUP BY 1")
     assert shell("SELECT sum(n) FROM my_top") == "3"
-    assert fast_read.file_stat(warehouse.duckdb_path) == before and check.check(warehouse).ok
+    assert layout.file_stat(warehouse.duckdb_path) == before and check.check(warehouse).ok
     assert pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd").failed == []
     assert shell("SELECT sum(n) FROM my_top") == "6"       # the new runs, through the same view

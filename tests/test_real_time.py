@@ -16,6 +16,7 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.cli import main
+from kwarehouse.settings import Settings
 from kwarehouse.store.warehouse import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
@@ -320,7 +321,7 @@ def test_corpus_bottleneck_share_of_gpt2_follows_the_lm_head(corpus):
     assert klass == lm_head_class and share > 55 and "borrowed from other models" in evidence
 
 
-def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested, monkeypatch):
+def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested):
     """Row for row, to the golden files' 10 significant digits (sums in another order differ in the last bits)."""
     from conftest import _cell
 
@@ -334,8 +335,7 @@ def test_materialized_views_hold_exactly_the_rows_of_their_definitions(ingested,
     # (design_signals and what_to_fix_first are materialized too: their rows are computed once, above)
     expected.update({name: table(plain, name) for name in readers_of_them if name not in expected})
     plain.close()
-    monkeypatch.setattr(views, "MATERIALIZE_MIN_ROWS", 0)
-    ingested.refresh_duckdb()
+    Warehouse(ingested.root, ingested.catalog_url, settings=Settings(materialize_min_rows=0)).refresh_duckdb()
     con = ingested.connect()
     kinds = dict(con.execute("SELECT table_name, 'table' FROM duckdb_tables() UNION ALL "
                              "SELECT view_name, 'view' FROM duckdb_views()").fetchall())

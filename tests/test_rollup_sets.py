@@ -21,8 +21,9 @@ from conftest import DATA, rows
 
 from kwarehouse import pipeline
 from kwarehouse.jobs import rollup
-from kwarehouse.store import catalog, check, warehouse as store
 from kwarehouse.cli import main
+from kwarehouse.settings import Settings
+from kwarehouse.store import catalog, check, layout
 from kwarehouse.store.warehouse import Warehouse
 
 from test_operations import dated_copy
@@ -51,7 +52,7 @@ def full_rows(warehouse: Warehouse) -> dict[str, list[tuple]]:
 def committed_relative(warehouse: Warehouse, path) -> str:
     """A committed file's path relative to the root (read_path gives its _files/ link)."""
     relative = path.relative_to(warehouse.root)
-    return relative.relative_to(store.FILES).as_posix() if relative.parts[0] == store.FILES else relative.as_posix()
+    return relative.relative_to(layout.FILES).as_posix() if relative.parts[0] == layout.FILES else relative.as_posix()
 
 
 def run_of_day(warehouse: Warehouse, day: str, model: str | None = None) -> str:
@@ -83,9 +84,9 @@ def lose_run(warehouse: Warehouse, run_id: str) -> None:
     """Delete the run's kernels file (both names): kwh check --repair then takes the run out."""
     for path in warehouse.committed_files("kernels", run_id):
         relative = committed_relative(warehouse, path)
-        for name in (warehouse.root / relative, warehouse.root / store.FILES / relative):
+        for name in (warehouse.root / relative, warehouse.root / layout.FILES / relative):
             name.unlink(missing_ok=True)
-    repaired = check.check(warehouse, repair=True)
+    repaired = check.check(warehouse, repair=True, verify_rollups=rollup.verify_sample)
     assert any(f"took out run {run_id}" in line for line in repaired.repaired), repaired.repaired
 
 
@@ -95,7 +96,7 @@ def test_a_run_taken_out_by_check_repair_leaves_no_rollup_rows(tmp_path, three_d
     pipeline.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
     rollup.rollup(warehouse)
     lose_run(warehouse, run_of_day(warehouse, "2026-11-21", "llama"))
-    assert "2026-11-21" in " ".join(check.check(warehouse).notes)
+    assert "2026-11-21" in " ".join(check.check(warehouse, verify_rollups=rollup.verify_sample).notes)
     assert rollup.rollup(warehouse).days == ["2026-11-21"]      # the day keeps its other run
     assert rows(warehouse, "SELECT DISTINCT model FROM rollup_kernels_daily WHERE day = DATE '2026-11-21'") == [
         ("vecadd",)]
@@ -116,14 +117,14 @@ def test_a_days_only_run_taken_out_drops_the_day(three_days, new_warehouse):
 def replace_run(warehouse: Warehouse, run_id: str, factor: float) -> None:
     """Commit run_id again with every kernel's duration scaled: its rows replaced, as a re-ingest of
     a changed export or kwh renormalize replaces them."""
-    with warehouse.writer():
+    with warehouse.writer() as session:
         (model, gpu), = [(m, g) for r, m, g in warehouse.runs() if r == run_id]
         tables = warehouse.read_run(run_id)
         kernels = tables["kernels"]
         index = kernels.schema.get_field_index("duration_ns")
         scaled = pc.multiply(kernels["duration_ns"], pa.scalar(factor)).cast(kernels.schema.field(index).type)
         tables["kernels"] = kernels.set_column(index, "duration_ns", scaled)
-        warehouse.commit_many([(warehouse.stage_run(run_id, model, gpu, tables), [])])
+        session.commit_many([(session.stage_run(run_id, model, gpu, tables), [])])
 
 
 def test_a_replaced_run_is_rolled_up_again(three_days, new_warehouse):
@@ -171,14 +172,14 @@ def test_check_names_a_day_whose_rollup_rows_are_wrong(three_days, new_warehouse
     warehouse = new_warehouse()
     pipeline.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
-    assert check.check(warehouse).ok
+    assert check.check(warehouse, verify_rollups=rollup.verify_sample).ok
     # the day's rollup file rewritten with other numbers (as an older kwh's incremental rollup left it)
     path, = [p for p in warehouse.committed_files("rollup_kernels_daily") if "day=2026-11-21" in p.as_posix()]
     table = pq.read_table(path)
     index = table.schema.get_field_index("total_ns")
     table = table.set_column(index, "total_ns", pc.multiply(table["total_ns"], 2.0))
     relative = committed_relative(warehouse, path)
-    for name in (warehouse.root / relative, warehouse.root / store.FILES / relative):
+    for name in (warehouse.root / relative, warehouse.root / layout.FILES / relative):
         name.unlink(missing_ok=True)
         pq.write_table(table, name)
     catalog_option = ["--catalog", warehouse.catalog_url] if warehouse.catalog_url else []
@@ -187,7 +188,7 @@ def test_check_names_a_day_whose_rollup_rows_are_wrong(three_days, new_warehouse
     assert ("rollup_kernels_daily/day=2026-11-21: its rows differ from what the runs of that day give now "
             "(rolled up by an older kwh, or its file changed); kwh rollup --full fixes it") in result.output
     rollup.rollup(warehouse, full=True)
-    assert check.check(warehouse).ok
+    assert check.check(warehouse, verify_rollups=rollup.verify_sample).ok
 
 
 def test_check_notes_days_not_rolled_up_since_their_runs_changed(three_days, new_warehouse):
@@ -195,7 +196,7 @@ def test_check_notes_days_not_rolled_up_since_their_runs_changed(three_days, new
     pipeline.ingest(three_days[:2], warehouse)
     rollup.rollup(warehouse)
     pipeline.ingest(three_days[2:], warehouse)
-    report = check.check(warehouse)
+    report = check.check(warehouse, verify_rollups=rollup.verify_sample)
     assert report.ok, report.problems
     assert [n for n in report.notes if "2026-11-22" in n and "kwh rollup" in n], report.notes
 
@@ -223,12 +224,12 @@ def test_retired_files_go_once_the_catalog_clock_passes_the_grace(new_warehouse,
     two_runs_in_one_partition(warehouse)
     pipeline.compact(warehouse)
     with warehouse.reader.connect() as con:
-        retired = list(con.execute(sa.select(store.catalog_retired.c.path)).scalars())
+        retired = list(con.execute(sa.select(catalog.catalog_retired.c.path)).scalars())
     assert retired
     skewed_clock(-timedelta(hours=1))       # a writer clock behind does not keep them for ever either
-    monkeypatch.setattr(store, "RETIRE_GRACE", timedelta(0))
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
-    assert not [p for p in retired if (warehouse.root / store.FILES / p).exists() or (warehouse.root / p).exists()]
+    no_grace = Warehouse(warehouse.root, warehouse.catalog_url, settings=Settings(retire_grace=timedelta(0)))
+    pipeline.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")
+    assert not [p for p in retired if (warehouse.root / layout.FILES / p).exists() or (warehouse.root / p).exists()]
 
 
 def test_rollups_of_an_older_kwh_are_checked_and_recomputed(tmp_path, three_days, new_warehouse):
@@ -241,13 +242,13 @@ def test_rollups_of_an_older_kwh_are_checked_and_recomputed(tmp_path, three_days
     rollup.rollup(warehouse)
     with warehouse.engine.begin() as con:       # what an older kwh's rollup left: rows, no coverage
         con.execute(catalog.catalog_rollup_coverage.delete())
-        stale = {p: (warehouse.root / store.FILES / p).read_bytes()
-                 for p in con.execute(sa.select(store.catalog_rollup_files.c.path)).scalars()}
+        stale = {p: (warehouse.root / layout.FILES / p).read_bytes()
+                 for p in con.execute(sa.select(catalog.catalog_rollup_files.c.path)).scalars()}
     lose_run(warehouse, run_of_day(warehouse, "2026-11-21", "llama"))
-    assert all((warehouse.root / store.FILES / p).read_bytes() == data for p, data in stale.items())
-    report = check.check(warehouse)
+    assert all((warehouse.root / layout.FILES / p).read_bytes() == data for p, data in stale.items())
+    report = check.check(warehouse, verify_rollups=rollup.verify_sample)
     assert [p for p in report.problems if p.startswith("rollup_kernels_daily/day=2026-11-21:")
             and p.endswith("kwh rollup --full fixes it")], report.problems
     assert rollup.rollup(warehouse).days == ["2026-11-20", "2026-11-21", "2026-11-22"]
-    assert check.check(warehouse).ok
+    assert check.check(warehouse, verify_rollups=rollup.verify_sample).ok
     assert rollup_rows(warehouse) == full_rows(warehouse)

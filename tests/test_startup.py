@@ -12,7 +12,7 @@ import pytest
 
 from kwarehouse import cli, pipeline, schema
 from kwarehouse.answers import export
-from kwarehouse.store import catalog, fast_read
+from kwarehouse.store import fast_read, layout
 from kwarehouse.collect.command import profile
 from kwarehouse.store.warehouse import Warehouse
 
@@ -74,7 +74,7 @@ def test_fast_read_answers_only_when_the_published_file_is_current(published, tm
     assert fast_read.connect(root) is None
     wal.unlink()
     first = next(iter(Warehouse(root).snapshot().files["kernels"]))
-    places = [root / fast_read.FILES / first, root / first]     # its _files/ link and its table folder path
+    places = [root / layout.FILES / first, root / first]     # its _files/ link and its table folder path
     for number, place in enumerate(places):
         place.rename(tmp_path / f"moved-{number}")
     assert fast_read.connect(root) is None
@@ -86,8 +86,6 @@ def test_fast_read_answers_only_when_the_published_file_is_current(published, tm
 
 
 def test_copies_of_constants_agree():
-    assert fast_read.CATALOG_VERSION == catalog.CATALOG_VERSION
-    assert fast_read.IDENTITY_FILE == catalog.IDENTITY_FILE
     assert cli.EXPORT_FORMATS == export.FORMATS
     assert profile.help.startswith(cli.PROFILE_SHORT_HELP.removesuffix("..."))
     assert sorted(schema.table_names()) == sorted(schema.tables())

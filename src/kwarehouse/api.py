@@ -19,6 +19,7 @@ an empty or short answer.
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -26,16 +27,23 @@ import duckdb
 import polars as pl
 
 from kwarehouse import pipeline, schema, views
-from kwarehouse.store import fast_read
 from kwarehouse.errors import KwhError
-from kwarehouse.store.warehouse import Snapshot, Warehouse, _real_names
+from kwarehouse.store import bind, fast_read
+from kwarehouse.store.bind import Snapshot
+from kwarehouse.store.warehouse import Warehouse
+
+
+def _say_warning(line: str) -> None:
+    """The store's warnings (a lock waited for, committed files missing, a published file changed
+    outside kwh) on stderr, as kwh prints them: a notebook shows them under the cell."""
+    print(f"kwh: {line}", file=sys.stderr, flush=True)
 
 
 class KernelWarehouse:
     """One warehouse: SQL over its tables and views, polars frames, and ingest."""
 
     def __init__(self, path: Path | str = "warehouse", catalog: str | None = None):
-        self.warehouse = Warehouse(path, catalog)
+        self.warehouse = Warehouse(path, catalog, warn=_say_warning)
         self._lock = threading.Lock()
         # thread id -> (its connection, the catalog generation it shows); a thread that ended leaves
         # its entry for close() (a later thread with the same id takes it over)
@@ -86,15 +94,12 @@ class KernelWarehouse:
         snapshot = self._snapshot()
         hive = {c: pl.String for c in spec.partition_columns}
         target = pl.from_arrow(spec.arrow.empty_table()).lazy()
-        groups: dict[tuple, list[str]] = {}
-        for relative in snapshot.files.get(name, []):
-            real = _real_names(Path(relative), snapshot.names)
-            groups.setdefault(tuple(sorted(real.items())), []).append(str(self.warehouse.read_path(relative)))
         frames = [target]
-        for real, group in groups.items():
-            frame = pl.scan_parquet(group, hive_partitioning=True, hive_schema=hive, missing_columns="insert")
-            if real:
-                frame = frame.with_columns(pl.lit(value).alias(column) for column, value in real)
+        for group in bind.table_files(self.warehouse.root, snapshot, name, existing=False):
+            frame = pl.scan_parquet([str(p) for p in group.paths], hive_partitioning=True, hive_schema=hive,
+                                    missing_columns="insert")
+            if group.real:
+                frame = frame.with_columns(pl.lit(value).alias(column) for column, value in group.real)
             frames.append(frame)
         frame = pl.concat(frames, how="diagonal_relaxed")
         return frame.select(spec.arrow.names).cast(dict(target.collect_schema()), strict=False)
@@ -107,7 +112,7 @@ class KernelWarehouse:
                format: str | None = None) -> pipeline.IngestReport:
         """Ingest exports (files or folders); returns the report (runs, skipped, failed)."""
         # a Warehouse of its own: a writer's state (its staging folder) is not the readers' business
-        writer = Warehouse(self.warehouse.root, self.warehouse.catalog_url)
+        writer = Warehouse(self.warehouse.root, self.warehouse.catalog_url, warn=_say_warning)
         report = pipeline.ingest([Path(p) for p in paths], writer, format=format, model=model, tags=tags)
         if self._identity is None:
             self._identity = fast_read.folder_id(self.warehouse.root)

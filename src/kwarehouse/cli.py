@@ -78,8 +78,8 @@ def _storage_error(exc: Exception) -> str | None:
     # (an exception of a library comes only from a library that is loaded: none is imported here)
     sa = sys.modules.get("sqlalchemy")
     if sa is not None and isinstance(exc, sa.exc.DatabaseError):
-        from kwarehouse.store.warehouse import _database_error
-        return str(_database_error("the catalog", exc))
+        from kwarehouse.store.catalog import database_error
+        return str(database_error("the catalog", exc))
     duckdb, pa = sys.modules.get("duckdb"), sys.modules.get("pyarrow")
     if (duckdb is not None and isinstance(exc, duckdb.Error)) or (pa is not None and isinstance(exc, pa.ArrowException)):
         return f"{text}: a warehouse file cannot be read (damaged?); run kwh check, then kwh check --repair"
@@ -111,6 +111,12 @@ def main(ctx, warehouse: Path, catalog: str | None, wait: float | None, wide: bo
     ctx.obj = WarehouseArgs(warehouse, catalog, wait)
 
 
+def say_warning(line: str) -> None:
+    """Print a warning of the library (a writer waiting for a lock, committed files missing, a
+    warehouse.duckdb changed outside kwh) on stderr, as it happens."""
+    click.echo(f"kwh: {line}", err=True)
+
+
 class WarehouseArgs:
     """--warehouse, --catalog and --wait; the Warehouse itself is made when a command asks for it
     (kwarehouse.store.warehouse loads duckdb, pyarrow and SQLAlchemy)."""
@@ -125,7 +131,7 @@ class WarehouseArgs:
         """The Warehouse (one per command)."""
         if self._warehouse is None:
             from kwarehouse.store.warehouse import Warehouse
-            self._warehouse = Warehouse(self.root, self.catalog_url, wait=self.wait)
+            self._warehouse = Warehouse(self.root, self.catalog_url, wait=self.wait, warn=say_warning)
         return self._warehouse
 
     def connect_fast(self):
@@ -750,9 +756,10 @@ def check(warehouse: Warehouse, repair, quick, force):
       kwh check
       kwh check --repair
     """
+    from kwarehouse.jobs import rollup
     from kwarehouse.store import check as check_lib
     _require_warehouse(warehouse)
-    report = check_lib.check(warehouse, repair=repair, quick=quick, force=force)
+    report = check_lib.check(warehouse, repair=repair, quick=quick, force=force, verify_rollups=rollup.verify_sample)
     for line in report.repaired:
         click.echo(f"Repaired: {line}")
     for line in report.notes:

@@ -21,13 +21,14 @@ import sqlalchemy as sa
 
 from kwarehouse import ingest as readers
 from kwarehouse import normalize, runmeta, schema
-from kwarehouse.store import warehouse as store
+from kwarehouse.store import files as store_files
 from kwarehouse.errors import InputError, KwhError, NothingToStore, SchemaError, display_path, first_line, internal_error
 from kwarehouse.ingest import archives, empty_captures, gzipped, ncu_csv
 from kwarehouse.ingest.base import TIMELINE_COLUMNS, ReadResult
 from kwarehouse.normalize import identity
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
-from kwarehouse.store.warehouse import IngestedFile, Warehouse
+from kwarehouse.store.session import IngestedFile, WriteSession
+from kwarehouse.store.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                                         progress=progress, report=report)
     metadata: dict[tuple[Path, str], RunMetadata | InputError] = {}
     seen: set[str] = set()
-    writer = None
+    writer = session = None
 
     def already(sha: str) -> str | None:
         return warehouse.ingested_run(sha) if warehouse.exists else None
@@ -231,11 +232,11 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         settle(1)
         batch_report, reading = reading, IngestReport()
         if not COMMIT_BEHIND:   # in this thread, before reading on
-            commit_batch(groups, warehouse, model, tags, batch_report)
+            commit_batch(groups, session, model, tags, batch_report)
             _extend(report, batch_report)
             return
-        built = builder.submit(build_batch, groups, warehouse, model, tags, batch_report)
-        in_flight.append((committer.submit(_commit_when_built, built, warehouse, model, tags, batch_report, stop),
+        built = builder.submit(build_batch, groups, session, model, tags, batch_report)
+        in_flight.append((committer.submit(_commit_when_built, built, session, model, tags, batch_report, stop),
                           batch_report))
         if any(m.supersedes for members in groups.values() for m in members):
             settle(0)   # its commit deletes the replaced runs' files from the catalog: read on after it
@@ -249,7 +250,8 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
                 writer = warehouse.writer()
-                report.repairs.extend(writer.__enter__())
+                session = writer.__enter__()
+                report.repairs.extend(session.repairs)
             pending.update(groups)   # a run id names its folder: folders never share one
             if batch_full(pending):
                 start_commit(pending)
@@ -261,12 +263,13 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         if report.empty:
             if writer is None:
                 writer = warehouse.writer()
-                report.repairs.extend(writer.__enter__())
-            record_empty(warehouse, report)
+                session = writer.__enter__()
+                report.repairs.extend(session.repairs)
+            record_empty(session, report)
         if writer is None and warehouse.has_leftovers():
             # nothing to commit, but an interrupted writer left staged files: clear them now
             writer = warehouse.writer()
-            report.repairs.extend(writer.__enter__())
+            report.repairs.extend(writer.__enter__().repairs)
     except BaseException:
         stop.set()   # the writer is closed only once no build or commit is running
         builder.shutdown(wait=True, cancel_futures=True)
@@ -433,7 +436,7 @@ class _BuiltBatch:
     single: dict[str, list[_Source]]       # the runs committed one by one
 
 
-def commit_batch(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+def commit_batch(groups: dict[str, list[_Source]], warehouse: WriteSession, model: str | None,
                  tags: dict[str, str], report: IngestReport) -> None:
     """Commit the runs of `groups`: new runs of ncu exports together (build_ncu_batch, one catalog
     transaction), the others one by one (commit_groups). If the batch fails for a reason that is not
@@ -475,7 +478,7 @@ def fell_back(report: IngestReport, runs: dict[str, list[_Source]], step: str, e
                             f"were committed one by one: {step} them together failed ({_one_line(exc)})")
 
 
-def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tags: dict[str, str],
+def commit_built(done: _BuiltBatch, warehouse: WriteSession, model: str | None, tags: dict[str, str],
                  report: IngestReport) -> None:
     """commit_batch's second half: stage and commit what build_batch built, and the single runs."""
     single, built = done.single, done.built
@@ -504,7 +507,7 @@ def commit_built(done: _BuiltBatch, warehouse: Warehouse, model: str | None, tag
     report.runs.extend(summaries[run_id] for run_id in groups if run_id in summaries)   # in folder order
 
 
-def _commit_when_built(built: Future, warehouse: Warehouse, model: str | None, tags: dict[str, str],
+def _commit_when_built(built: Future, warehouse: WriteSession, model: str | None, tags: dict[str, str],
                        report: IngestReport, stop: threading.Event) -> None:
     """commit_built once `built` (a build_batch) is done; nothing once `stop` is set, and `stop` set
     when this fails (an ingest stops at its first warehouse failure: later batches are not committed)."""
@@ -532,7 +535,7 @@ def batchable(members: list[_Source]) -> bool:
     return True
 
 
-def commit_groups(groups: dict[str, list[_Source]], warehouse: Warehouse, model: str | None,
+def commit_groups(groups: dict[str, list[_Source]], warehouse: WriteSession, model: str | None,
                    tags: dict[str, str], report: IngestReport) -> None:
     for run_id, members in groups.items():
         fresh = _fresh_members(run_id, members, warehouse, report)
@@ -738,7 +741,7 @@ def _nothing_to_store(path: Path, sha: str, format: str, nothing: NothingToStore
                                      size if size is not None else path.stat().st_size))
 
 
-def record_empty(warehouse: Warehouse, report: IngestReport) -> None:
+def record_empty(warehouse: WriteSession, report: IngestReport) -> None:
     """Record the captures with nothing to store that `report` found (under the writer lock)."""
     if report.empty:
         warehouse.record_empty([capture.catalog_row() for capture in report.empty])
@@ -810,7 +813,7 @@ def group_runs(sources: list[_Source]) -> dict[str, list[_Source]]:
     return groups
 
 
-def _commit(run_id: str, members: list[_Source], warehouse: Warehouse, model_option: str | None,
+def _commit(run_id: str, members: list[_Source], warehouse: WriteSession, model_option: str | None,
             tags: dict[str, str], supersedes: tuple[str, ...] = ()) -> RunSummary:
     """Build one run's tables from its exports (and what the warehouse already holds of it) and
     commit them atomically."""
@@ -1037,8 +1040,8 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
         return report
     rules = normalize.KernelRules.load(warehouse.rules_dir)
     pending: list = []
-    with warehouse.writer() as repairs:
-        report.repairs.extend(repairs)
+    with warehouse.writer() as session:
+        report.repairs.extend(session.repairs)
         for run_id, model, gpu in warehouse.runs():
             if progress:
                 progress(run_id)
@@ -1063,12 +1066,12 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
             if all(_same_rows(name, stored[name], tables[name]) for name in names):
                 report.unchanged += 1
                 continue
-            pending.append((warehouse.stage_run(run_id, model, gpu, tables), []))
+            pending.append((session.stage_run(run_id, model, gpu, tables), []))
             report.changed.append(RunSummary(run_id, model, gpu, count, [], new=False))
             if len(pending) >= RENORMALIZE_BATCH:
-                warehouse.commit_many(pending)
+                session.commit_many(pending)
                 pending = []
-        warehouse.commit_many(pending)
+        session.commit_many(pending)
     return report
 
 
@@ -1234,7 +1237,7 @@ def build_ncu_batch(runs: list[tuple[str, list[_Source]]], rules: normalize.Kern
 
 def _write_order(name: str, frame: pl.DataFrame) -> pl.Series | None:
     """The row order by_run cuts a batch table in (None: the order it has): by run, and within a run,
-    for a table the writer clusters (store.CLUSTER_ORDER: metrics by metric, run_id, launch_id), in
+    for a table the writer clusters (store/files.CLUSTER_ORDER: metrics by metric, run_id, launch_id), in
     that order, so the writer finds its rows ordered and does not sort them again; other tables keep
     their row order.
 
@@ -1245,29 +1248,18 @@ def _write_order(name: str, frame: pl.DataFrame) -> pl.Series | None:
     cheaper: the metrics table reaches the writer with string_view columns, which Arrow's take (the
     writer's own sort) does not handle."""
     run = frame[normalize.BATCH_RUN]
-    if store.CLUSTER_ORDER.get(name) != ("metric", "run_id", "launch_id") or frame.height == 0:
+    if store_files.CLUSTER_ORDER.get(name) != ("metric", "run_id", "launch_id") or frame.height == 0:
         return None if run.is_sorted() else frame.select(pl.arg_sort_by(normalize.BATCH_RUN, maintain_order=True)).to_series()
-    metric = frame["metric"]
-    if not metric.null_count() and frame.select(_ordered(normalize.BATCH_RUN, "metric", "launch_id")).item():
+    if frame.select(store_files.ordered(normalize.BATCH_RUN, "metric", "launch_id")).item():
         return None
-    names = metric.unique().sort()
-    width = max(1, (names.len() - 1).bit_length())
-    if metric.null_count() or int(run.max()).bit_length() + width + LAUNCH_BITS > 62:
+    order = None
+    if not frame["metric"].null_count():
+        launch = frame["launch_id"] % (1 << LAUNCH_BITS)
+        order = store_files.packed_order([(run, max(1, int(run.max()).bit_length())), store_files.rank(frame["metric"]),
+                                          (launch, LAUNCH_BITS)])
+    if order is None:
         return frame.select(pl.arg_sort_by(normalize.BATCH_RUN, "metric", "launch_id", maintain_order=True)).to_series()
-    rank = metric.replace_strict(names, pl.int_range(names.len(), dtype=pl.Int64, eager=True), return_dtype=pl.Int64)
-    launch = frame["launch_id"] % (1 << LAUNCH_BITS)
-    return (run * (1 << (width + LAUNCH_BITS)) + rank * (1 << LAUNCH_BITS) + launch).arg_sort()
-
-
-def _ordered(*columns: str) -> pl.Expr:
-    """Whether the rows are sorted by `columns`, ascending (each row against the next; no nulls)."""
-    before = equal = None
-    for column in columns:
-        this, following = pl.col(column), pl.col(column).shift(-1)
-        less, same = this < following, this == following
-        before = less if before is None else before | (equal & less)
-        equal = same if equal is None else equal & same
-    return (before | equal).head(pl.len() - 1).all()
+    return order
 
 
 def _dims(prefix: str, text: pl.Series) -> list[pl.Series]:
@@ -1307,6 +1299,6 @@ def _rule_rows(rules: pl.DataFrame) -> pl.DataFrame:
 
 
 def compact(warehouse: Warehouse) -> list[str]:
-    """Merge the small Parquet files of every partition (see Warehouse.compact)."""
-    with warehouse.writer():
-        return warehouse.compact()
+    """Merge the small Parquet files of every partition (see WriteSession.compact)."""
+    with warehouse.writer() as session:
+        return session.compact()

@@ -147,24 +147,16 @@ def register(spark, warehouse_path: str | Path, catalog: str | None = None,
         raise KwhError(f"{warehouse.root}: no warehouse here (no catalog); run kwh ingest first")
     from pyspark.sql import functions
 
-    from kwarehouse.store.warehouse import _real_names
+    from kwarehouse.store import bind
     names = []
     snapshot = warehouse.snapshot()     # one catalog snapshot for every table
     for name, spec in schema.tables().items():
         ddl = table_ddl(name)
-        # folders whose names abbreviate a long or odd model/GPU name get the real one from the catalog
-        groups: dict[tuple, list[str]] = {}
-        for relative in snapshot.files.get(name, []):
-            path = warehouse.read_path(relative)
-            if path.exists():
-                real = _real_names(Path(relative), snapshot.names)
-                # the table folder of the _files/ link, or of a file an older kwh wrote
-                base = str(path)[:len(str(path)) - len(relative)] + name
-                groups.setdefault((base, tuple(sorted(real.items()))), []).append(str(path))
         frames = []
-        for (base, real), group in groups.items():
-            frame = spark.read.schema(ddl).option("basePath", base).parquet(*group)
-            for column, value in real:
+        # folders whose names abbreviate a long or odd model/GPU name get the real one from the catalog
+        for group in bind.table_files(warehouse.root, snapshot, name):
+            frame = spark.read.schema(ddl).option("basePath", str(group.base)).parquet(*map(str, group.paths))
+            for column, value in group.real:
                 frame = frame.withColumn(column, functions.lit(value))
             frames.append(frame.select(*[f"`{column}`" for column, _ in spec.sql_types]))
         if frames:

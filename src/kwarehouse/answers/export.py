@@ -17,7 +17,8 @@ import duckdb
 
 from kwarehouse import views
 from kwarehouse.errors import KwhError
-from kwarehouse.store.warehouse import Warehouse, sql_string
+from kwarehouse.store.layout import sql_string
+from kwarehouse.store.warehouse import Warehouse
 
 FORMATS = ("csv", "parquet", "json", "jsonl")
 # The format an output's extension asks for (kwh export -o k.parquet writes Parquet).

@@ -1,4 +1,4 @@
-"""What a copy of a warehouse folder does once kwh refused it (store/catalog.py says how a copy is told
+"""What a copy of a warehouse folder does once kwh refused it (store/folders.py says how a copy is told
 apart): `kwh detach` gives it a catalog of its own, `kwh attach --moved` makes it the warehouse.
 
 detach copies the shared catalog's rows into a new catalog (catalog.sqlite beside the folder, or an
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from kwarehouse.store import catalog
+from kwarehouse.store import catalog, folders
 from kwarehouse.store.catalog import (catalog_files, catalog_folders, catalog_info, catalog_parquet, catalog_parquet_runs,
                                 catalog_retired, catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.errors import KwhError
@@ -40,13 +40,13 @@ def detach(warehouse: Warehouse, new_catalog: str | None = None) -> Detached:
     """Give this folder a catalog of its own: catalog.sqlite beside it, or the empty database at
     new_catalog. Takes the folder's writer lock."""
     root = warehouse.root
-    if catalog.catalog_in_folder(warehouse.catalog_url, root):
+    if folders.catalog_in_folder(warehouse.catalog_url, root):
         raise KwhError(f"{root}: its catalog {warehouse.catalog_name} is in the folder already, so this folder is a "
                        "warehouse of its own; pass the shared catalog (--catalog or KWH_CATALOG) to detach from it")
     target_url = catalog.engine_url(new_catalog) if new_catalog else None
-    if target_url and catalog.catalog_in_folder(target_url, root) and target_url != f"sqlite:///{root / 'catalog.sqlite'}":
+    if target_url and folders.catalog_in_folder(target_url, root) and target_url != f"sqlite:///{root / 'catalog.sqlite'}":
         raise KwhError(f"{new_catalog}: name an empty database, or leave --new-catalog out for catalog.sqlite in {root}")
-    with warehouse._lock(".kwh.lock", "writer"):      # no writer of this folder runs meanwhile
+    with warehouse.writer_lock():      # no writer of this folder runs meanwhile
         with warehouse.reader.connect() as con:
             tables = {t.name: [dict(r._mapping) for r in con.execute(sa.select(t))]
                       for t in catalog.tables() if sa.inspect(con).has_table(t.name)}
@@ -115,18 +115,18 @@ def detach(warehouse: Warehouse, new_catalog: str | None = None) -> Detached:
             os.replace(partial, root / "catalog.sqlite")
         # the folder follows its new catalog last: until here the folder still opens with the shared one
         with warehouse.reader.begin() as con:
-            catalog.forget_folder(con, root)
+            folders.forget_folder(con, root)
         catalog.write_folder_id(root, warehouse_id)
-        (root / catalog.SEAL_FILE).unlink(missing_ok=True)
+        (root / folders.SEAL_FILE).unlink(missing_ok=True)
     Warehouse(root, new_catalog).refresh_duckdb()
     return done
 
 
-def attach_moved(warehouse: Warehouse) -> catalog.Folder | None:
+def attach_moved(warehouse: Warehouse) -> folders.Folder | None:
     """This folder is the warehouse (moved, or the original beside a stale copy): it writes the
     catalog from now on; the folder that did is returned (recorded as displaced), or None."""
-    if catalog.catalog_in_folder(warehouse.catalog_url, warehouse.root):
+    if folders.catalog_in_folder(warehouse.catalog_url, warehouse.root):
         raise KwhError(f"{warehouse.root}: its catalog {warehouse.catalog_name} is in the folder, which is a warehouse "
                        "of its own: there is nothing to attach")
-    with warehouse._lock(".kwh.lock", "writer"):
-        return catalog.attach_moved(warehouse.engine, warehouse.root)
+    with warehouse.writer_lock():
+        return folders.attach_moved(warehouse.engine, warehouse.root)

@@ -26,7 +26,9 @@ from pathlib import Path
 
 from kwarehouse import normalize, pipeline, schema
 from kwarehouse.errors import KwhError
-from kwarehouse.store.warehouse import IngestedFile, StagedRun, Warehouse
+from kwarehouse.store.files import StagedRun, Stager
+from kwarehouse.store.session import IngestedFile
+from kwarehouse.store.warehouse import Warehouse
 
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]
@@ -94,8 +96,8 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
 
 def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     index, files = job
-    warehouse = Warehouse(context.warehouse_root)    # staging and rules only: no catalog access here
-    warehouse.session_dir = Path(context.stage_dir)
+    warehouse = Warehouse(context.warehouse_root)    # rules only: no catalog access here
+    stager = Stager(Path(context.stage_dir), warehouse.settings)     # the driver's session commits
     result = FolderResult(index, [p for p, _ in files])
     report = pipeline.IngestReport()
     seen: set[str] = set()
@@ -117,7 +119,7 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
         try:
             built_runs = pipeline.build_ncu_batch(list(batch.items()), rules, context.model, context.tags)
             step = "staging"
-            staged_runs = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
+            staged_runs = stager.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
         except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
             if pipeline.warehouse_fault(exc):
                 raise
@@ -132,7 +134,7 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
 
         def stage(of_run: list[pipeline._Source], run_id=run_id) -> PreparedRun:
             built = pipeline.build_run(run_id, of_run, {}, rules, context.model, context.tags)
-            return PreparedRun(warehouse.stage_run(run_id, built.model, built.gpu, built.tables),
+            return PreparedRun(stager.stage_run(run_id, built.model, built.gpu, built.tables),
                                built.files, built.summary)
 
         def check(member: pipeline._Source, run_id=run_id) -> None:
@@ -153,12 +155,12 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
     report = report or pipeline.IngestReport()
     if not batches:
         if warehouse.has_leftovers():     # nothing to read, but a crashed writer's work to undo
-            with warehouse.writer() as repairs:
-                report.repairs.extend(repairs)
+            with warehouse.writer() as session:
+                report.repairs.extend(session.repairs)
         return report
-    with warehouse.writer() as repairs:
-        report.repairs.extend(repairs)
-        context = IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
+    with warehouse.writer() as session:
+        report.repairs.extend(session.repairs)
+        context = IngestContext(str(warehouse.root), str(session.session_dir), format, model, tags,
                                 warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
                                 warehouse.empty_captures())
@@ -172,12 +174,12 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                 if result.redo:   # a failed job says why (a redo for the warehouse's view says nothing)
                     report.fallbacks.extend(result.fallbacks)
                 for run in result.runs:
-                    warehouse.discard_staged(run.staged)
+                    session.discard_staged(run.staged)
                 for folder in folders_of[result.index]:
                     groups = pipeline.read_folder(batches[folder], format, warehouse.ingested_run, metadata,
                                                   seen, report, progress, warehouse.ingested_at_path,
                                                   context.known_empty.get)
-                    pipeline.commit_groups(groups, warehouse, model, tags, report)
+                    pipeline.commit_groups(groups, session, model, tags, report)
                 continue
             if progress:
                 for path in result.paths:
@@ -187,9 +189,9 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
             report.failed.extend(result.failed)
             report.fallbacks.extend(result.fallbacks)
             report.empty.extend(result.empty)
-            warehouse.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
+            session.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
             report.runs.extend(run.summary for run in result.runs)
-        pipeline.record_empty(warehouse, report)
+        pipeline.record_empty(session, report)
     return report
 
 

@@ -157,8 +157,8 @@ def rollup(warehouse: Warehouse, full: bool = False) -> RollupReport:
     report = RollupReport()
     if not warehouse.exists:
         return report
-    with warehouse.writer() as repairs:
-        report.repairs.extend(repairs)
+    with warehouse.writer() as session:
+        report.repairs.extend(session.repairs)
         covered = {} if full else warehouse.rollup_coverage()
         present = warehouse.rollup_days()
         con = _connect(warehouse)
@@ -180,7 +180,7 @@ def rollup(warehouse: Warehouse, full: bool = False) -> RollupReport:
         coverage: dict[str, tuple[str, int] | None] = {day: current[day] for day in days}
         coverage.update({day: None for day in gone})
         if tables or coverage:
-            warehouse.commit_rollup(tables, coverage, drop)
+            session.commit_rollup(tables, coverage, drop)
         report.days, report.dropped = days, gone
     return report
 

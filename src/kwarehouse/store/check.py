@@ -16,7 +16,7 @@ What --repair does, problem by problem:
 - warehouse.duckdb missing, stale, damaged or with a WAL beside it: rebuilt (publish.py);
 - files in the table folders that the catalog does not know: reported, never touched (they may be
   yours; kwh only writes files it records first);
-- a copy of the folder that writes a catalog outside it (catalog.py): reported; its --repair is
+- a copy of the folder that writes a catalog outside it (folders.py): reported; its --repair is
   refused (it would take out the runs the other folder wrote); and where another folder of the
   catalog (a refused copy, a folder displaced by kwh attach --moved) may still exist, runs whose files
   are lost here are kept and reported unless --force.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import duckdb
@@ -34,11 +35,10 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from kwarehouse import schema
-from kwarehouse.jobs import rollup
-from kwarehouse.store import catalog, publish, warehouse as store
-from kwarehouse.store.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
-                                catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.errors import first_line
+from kwarehouse.store import folders, layout, publish
+from kwarehouse.store.catalog import (catalog_files, catalog_parquet, catalog_parquet_runs, catalog_retired,
+                                      catalog_rollup_files, catalog_runs, write_intents)
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -55,19 +55,22 @@ class CheckReport:
         return not self.problems
 
 
-def check(warehouse: Warehouse, repair: bool = False, quick: bool = False, force: bool = False) -> CheckReport:
+def check(warehouse: Warehouse, repair: bool = False, quick: bool = False, force: bool = False,
+          verify_rollups: Callable | None = None) -> CheckReport:
     """Check the warehouse (raises KwhError when its catalog is missing or another warehouse's).
     quick: read only each Parquet file's footer, not every page. force: with repair, take out runs
     whose files are lost here even while another folder of the same catalog (a copy, a displaced
-    folder: catalog.other_folders) may hold them; without it they are kept and reported."""
+    folder: folders.other_folders) may hold them; without it they are kept and reported.
+    verify_rollups: recomputes a sample of rolled-up days (jobs.rollup.verify_sample, which kwh check
+    passes: the rollups are a job's, above the store); None leaves the rollups unchecked."""
     if repair:
         report = CheckReport()
         retired_in_folders = _retired_in_folders(warehouse) if warehouse.exists else []
-        with warehouse.writer() as repairs:     # its repair takes retired files out of their folders
-            report.repaired.extend(repairs)
+        with warehouse.writer() as session:     # its repair takes retired files out of their folders
+            report.repaired.extend(session.repairs)
             report.repaired.extend(f"took the replaced {path} out of its table folder" for path in retired_in_folders
                                    if not (warehouse.root / path).exists())
-            found = _inspect(warehouse, quick)
+            found = _inspect(warehouse, quick, verify_rollups)
             for path in found.misplaced:
                 report.repaired.append(_relink(warehouse, path))
             damaged = found.damaged_runs
@@ -84,11 +87,11 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False, force
                 sources = _sources_of(warehouse, damaged)
                 for path in found.corrupt:
                     kept = publish.quarantine(warehouse.root, warehouse.read_path(path))
-                    for other in (warehouse.root / path, warehouse.root / store.FILES / path):
+                    for other in (warehouse.root / path, warehouse.root / layout.FILES / path):
                         if other.is_file() and not other.is_symlink():   # its other name (same damaged data)
                             other.unlink()
                     report.repaired.append(f"moved the unreadable {path} to {kept.relative_to(warehouse.root)}")
-                warehouse.remove_runs(sorted(damaged))
+                session.remove_runs(sorted(damaged))
                 for run_id in sorted(damaged):
                     files = sources.get(run_id) or ["(no source files recorded)"]
                     report.repaired.append(f"took out run {run_id} (rows lost with a missing or damaged file); "
@@ -98,12 +101,12 @@ def check(warehouse: Warehouse, repair: bool = False, quick: bool = False, force
                 # a changed file is not started from: what changed may not show in names and comments
                 publish.publish(warehouse, reuse_previous=not (problem or "").startswith(publish.CHANGED_OUTSIDE))
                 report.repaired.append(f"rebuilt {warehouse.duckdb_path.name}")
-        after = check(warehouse, quick=quick)
+        after = check(warehouse, quick=quick, verify_rollups=verify_rollups)
         after.repaired = report.repaired
         if others:
             after.problems.append(held_back)
         return after
-    return _inspect(warehouse, quick)
+    return _inspect(warehouse, quick, verify_rollups)
 
 
 @dataclass
@@ -114,13 +117,13 @@ class _Found(CheckReport):
     misplaced: list[str] = field(default_factory=list)    # committed, but its table folder lacks it or holds another file
 
 
-def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
+def _inspect(warehouse: Warehouse, quick: bool = False, verify_rollups: Callable | None = None) -> _Found:
     found = _Found()
     root = warehouse.root
     if not warehouse.exists:
         found.problems.append(f"{root}: no warehouse here (no catalog); run kwh ingest first")
         return found
-    with warehouse.reader.connect() as con:
+    with warehouse.reading() as con:
         run_ids = set(con.execute(sa.select(catalog_runs.c.run_id)).scalars())
         committed = dict(con.execute(sa.select(catalog_parquet.c.path, catalog_parquet.c.table_name)).all())
         rollups = dict(con.execute(sa.select(catalog_rollup_files.c.path, catalog_rollup_files.c.table_name)).all())
@@ -176,16 +179,16 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
         found.notes.append(f"{len(unknown)} file(s) in the table folders are not in the catalog and are left alone "
                            f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); kwh's views never read "
                            "them, but readers that glob the table folders do")
-    staging = root / "_staging"
+    staging = root / layout.STAGING
     if staging.is_dir():
-        strays = [p for p in staging.iterdir() if f"_staging/{p.name}" not in known]
+        strays = [p for p in staging.iterdir() if f"{layout.STAGING}/{p.name}" not in known]
         if strays:
             found.notes.append(f"{len(strays)} entr(ies) in _staging/ were not written by this kwh (an older kwh's "
                                f"interrupted ingest?) and are left alone: remove them if no kwh is running")
     if found.problems:
         found.notes.append("the rollups were not checked: repair the problems above first")
-    else:
-        _check_rollups(warehouse, found)
+    elif verify_rollups is not None:
+        _check_rollups(warehouse, found, verify_rollups)
     published = publish.problem(warehouse, thorough=True)
     if published is not None and published.startswith(publish.CHANGED_OUTSIDE):
         found.problems.append(f"{warehouse.duckdb_path.name}: {published}: DuckDB sessions reading it get other "
@@ -198,11 +201,11 @@ def _inspect(warehouse: Warehouse, quick: bool = False) -> _Found:
     return found
 
 
-def _check_rollups(warehouse: Warehouse, found: _Found) -> None:
+def _check_rollups(warehouse: Warehouse, found: _Found, verify_rollups: Callable) -> None:
     """Recompute a sample of rolled-up days and name each whose rollup rows differ; note the days whose
     runs changed since their rollup (not a problem: the next kwh rollup recomputes exactly those)."""
     try:
-        sampled = rollup.verify_sample(warehouse)
+        sampled = verify_rollups(warehouse)
     except duckdb.Error as exc:
         found.problems.append(f"the rollups could not be recomputed to check them ({first_line(exc)}); "
                               "kwh rollup --full rebuilds them")
@@ -222,11 +225,11 @@ def _folder_problem(warehouse: Warehouse, path: str) -> str | None:
     """What is wrong with a committed file's table-folder copy, which globbing readers read, against
     its _files/ link, which kwh's views read; None when they agree (or there is no link to compare
     with: a file an older kwh wrote, a file system without hard links)."""
-    link, tree = warehouse.root / store.FILES / path, warehouse.root / path
+    link, tree = warehouse.root / layout.FILES / path, warehouse.root / path
     if not link.is_file() or link.is_symlink():
         return None
     if not tree.exists() and not tree.is_symlink():
-        return (f"missing from its table folder (its {store.FILES}/ link still holds it): readers that glob the "
+        return (f"missing from its table folder (its {layout.FILES}/ link still holds it): readers that glob the "
                 "table folders miss its rows; kwh check --repair puts it back")
     try:
         same = os.path.samefile(link, tree) or (tree.is_file() and filecmp.cmp(link, tree, shallow=False))
@@ -234,7 +237,7 @@ def _folder_problem(warehouse: Warehouse, path: str) -> str | None:
         same = False
     if same:
         return None
-    return (f"differs from the committed file (its {store.FILES}/ link): readers that glob the table folders "
+    return (f"differs from the committed file (its {layout.FILES}/ link): readers that glob the table folders "
             "read other rows; kwh check --repair sets it aside and puts the committed file back")
 
 
@@ -242,7 +245,7 @@ def _relink(warehouse: Warehouse, path: str) -> str:
     """Put a committed file's _files/ link back in its table folder; a different file there is moved
     to _quarantine/ first (kwh cannot prove it wrote it). Returns the line for the report."""
     root = warehouse.root
-    link, tree = root / store.FILES / path, root / path
+    link, tree = root / layout.FILES / path, root / path
     if not tree.parent.resolve().is_relative_to(root.resolve()):
         return f"left {path} alone: its table folder leads out of the warehouse (a symlink)"
     kept = None
@@ -267,14 +270,14 @@ def _retired_in_folders(warehouse: Warehouse, retired: set[str] | None = None) -
             retired = set(con.execute(sa.select(catalog_retired.c.path)).scalars())
     root = warehouse.root
     return sorted(p for p in retired if (root / p).is_file() and not (root / p).is_symlink()
-                  and (root / store.FILES / p).is_file())
+                  and (root / layout.FILES / p).is_file())
 
 
 def _other_folders(warehouse: Warehouse) -> list:
-    if catalog.catalog_in_folder(warehouse.catalog_url, warehouse.root):
+    if folders.catalog_in_folder(warehouse.catalog_url, warehouse.root):
         return []
-    with warehouse.reader.connect() as con:
-        return catalog.other_folders(con, warehouse.root)
+    with warehouse.reading() as con:
+        return folders.other_folders(con, warehouse.root)
 
 
 def _runs_note(runs: set[str] | None) -> str:

@@ -11,7 +11,7 @@ The promises, and how they are kept:
 - a WAL left beside it by someone's crashed DuckDB session belongs to the file being replaced: it
   is moved to _quarantine/ (never deleted), since DuckDB would replay it into the new file;
 - verified, not trusted: the hash of every table's and view's definition is recorded with it, and
-  fast_read.published_problem (the one test of "current") compares it, with the file's size and
+  layout.published_problem (the one test of "current") compares it, with the file's size and
   mtime, on every reader start and in kwh check. A file changed outside kwh (a user who ran
   `create or replace view kernels as select 1` in `duckdb warehouse/warehouse.duckdb`) is rebuilt
   by the next writer, by a reader when no writer is busy, or by kwh check --repair; a reader that
@@ -31,7 +31,6 @@ import functools
 import json
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -40,24 +39,19 @@ import duckdb
 import sqlalchemy as sa
 
 from kwarehouse import schema, views
-from kwarehouse.store import catalog, fast_read
-from kwarehouse.store.catalog import catalog_info, write_intents
 from kwarehouse.errors import KwhError, first_line
+from kwarehouse.store import bind, catalog, fast_read, layout
+from kwarehouse.store.catalog import catalog_info, write_intents
+from kwarehouse.store.layout import CHANGED_OUTSIDE, PUBLISHED_KEY, QUARANTINE
 
 PUBLISHED_TABLE = "kwh_published"
 STORAGE_VERSION = "v1.0.0"
-PUBLISHED_KEY = "published"
 
 
 def own_objects() -> set[str]:
     """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
     return {*schema.tables(), *views.all_views(), *views.reference_tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks",
             PUBLISHED_TABLE}
-
-
-# A hash of everything kwh puts in warehouse.duckdb besides the data (fast_read holds it: readers check
-# it without loading polars).
-definitions = fast_read.definitions
 
 
 @functools.cache
@@ -71,9 +65,8 @@ def views_template() -> Path | None:
     try:
         con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
-            from kwarehouse.store.warehouse import _add_reference_tables
             con.execute(schema.schema_sql())
-            _add_reference_tables(con)
+            bind.add_reference_tables(con)
             views.create_all(con, None)
             _tag_own_objects(con)       # (those publish creates again get theirs there)
             con.execute("CHECKPOINT")
@@ -89,23 +82,19 @@ def views_template() -> Path | None:
 def _recorded(warehouse) -> dict:
     with warehouse.reader.connect() as con:
         text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PUBLISHED_KEY)).scalar()
-    return fast_read.recorded_publish(text)
-
-
-_stat = fast_read.file_stat
-CHANGED_OUTSIDE = fast_read.CHANGED_OUTSIDE
+    return layout.recorded_publish(text)
 
 
 def problem(warehouse, thorough: bool = False) -> str | None:
     """Why warehouse.duckdb is not what kwh published for the catalog's generation (one line), or
-    None when it is (fast_read.published_problem, looking inside the file; `thorough`: at every
+    None when it is (layout.published_problem, looking inside the file; `thorough`: at every
     definition too, as kwh check does)."""
     if not warehouse.exists:
         return None
     recorded = _recorded(warehouse)
     with warehouse.reader.connect() as con:
         current = catalog.generation(con)
-    return fast_read.published_problem(warehouse.root, recorded, current, look_inside=True, thorough=thorough)
+    return layout.published_problem(warehouse.root, recorded, current, look_inside=True, thorough=thorough)
 
 
 def is_stale(warehouse) -> bool:
@@ -121,10 +110,10 @@ def open_published(warehouse, snapshot) -> tuple[duckdb.DuckDBPyConnection | Non
     only for the views it queries, where creating ~30 nested views in memory binds every one
     (seconds). What the user creates goes to the in-memory database, never into the file."""
     recorded = _recorded(warehouse)
-    found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation)
+    found = layout.published_problem(warehouse.root, recorded, snapshot.generation)
     if found is not None:
         if found.startswith(CHANGED_OUTSIDE):      # name what changed, where the file can be opened
-            found = fast_read.published_problem(warehouse.root, recorded, snapshot.generation, look_inside=True)
+            found = layout.published_problem(warehouse.root, recorded, snapshot.generation, look_inside=True)
         return None, found
     return fast_read.attach_published(warehouse.root, recorded)
 
@@ -138,7 +127,7 @@ def publish_if_stale(warehouse) -> bool:
 
 def publish(warehouse, reuse_previous: bool = True) -> list[str]:
     """Rebuild warehouse.duckdb from one catalog snapshot and swap it in; returns warnings (also
-    printed to stderr). Raises KwhError when it cannot be built; the old file then stays.
+    said through warehouse.warn). Raises KwhError when it cannot be built; the old file then stays.
     reuse_previous=False: never start from the old file (kwh check found a definition changed that
     its names, comments, size and mtime do not show)."""
     root = warehouse.root
@@ -161,7 +150,7 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
             warnings.append(f"{warehouse.duckdb_path.name} was not rebuilt and lacks the newest changes: a DuckDB "
                             f"session has it open and changed it ({busy}); close that session, then run any "
                             "writing command (or kwh check --repair)")
-            return _warn(warnings)
+            return _warn(warehouse, warnings)
         _fsync(fresh)
         wal = Path(f"{warehouse.duckdb_path}.wal")
         if wal.exists():
@@ -172,8 +161,8 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
         with engine.begin() as con:
             con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
-                {"generation": snapshot.generation, "stat": _stat(warehouse.duckdb_path), "root": str(root),
-                 "definitions": definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
+                {"generation": snapshot.generation, "stat": layout.file_stat(warehouse.duckdb_path), "root": str(root),
+                 "definitions": layout.definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
                  "objects": objects, "tags": tags})))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
@@ -185,16 +174,16 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
             (root / path).unlink(missing_ok=True)
         with engine.begin() as con:
             con.execute(write_intents.delete().where(write_intents.c.path.in_(temporary)))
-    return _warn(warnings)
+    return _warn(warehouse, warnings)
 
 
 class InUse(Exception):
     """warehouse.duckdb is held by a live DuckDB session that changed it."""
 
 
-def _warn(warnings: list[str]) -> list[str]:
+def _warn(warehouse, warnings: list[str]) -> list[str]:
     for line in warnings:
-        print(f"kwh: {line}", file=sys.stderr)
+        warehouse.warn(line)
     return warnings
 
 
@@ -202,7 +191,7 @@ def _previous(warehouse, recorded: dict) -> Path | None:
     """The published warehouse.duckdb where it can stand in for views_template: what kwh published
     (size, mtime, no WAL: its names and comments are compared once copied), with today's
     definitions, by this DuckDB, every view still a view (nothing materialized)."""
-    if (fast_read.published_problem(warehouse.root, recorded, None) is None and recorded.get("views_only")
+    if (layout.published_problem(warehouse.root, recorded, None) is None and recorded.get("views_only")
             and recorded.get("duckdb") == duckdb.__version__):
         return warehouse.duckdb_path
     return None
@@ -218,7 +207,7 @@ def _copy_of_previous(warehouse, fresh: Path, recorded: dict) -> duckdb.DuckDBPy
     shutil.copyfile(previous, fresh)
     con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
     database = con.execute("SELECT current_database()").fetchall()[0][0]
-    if not fast_read.changed_objects(recorded.get("tags"), fast_read.object_tags(con, database)):
+    if not layout.changed_objects(recorded.get("tags"), layout.object_tags(con, database)):
         return con
     con.close()     # changed inside, though its size and mtime are kwh's: start from the template
     fresh.unlink()
@@ -229,9 +218,8 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
            reuse_previous: bool = True) -> tuple[bool, dict[str, str], dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
     materialized), which lets the next publish start from it, the hash of each of its tables' and
-    views' definitions (fast_read.object_digests, which kwh check and writers compare) and their
-    comments (fast_read.object_tags, which readers compare)."""
-    from kwarehouse.store.warehouse import _add_reference_tables
+    views' definitions (layout.object_digests, which kwh check and writers compare) and their
+    comments (layout.object_tags, which readers compare)."""
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
@@ -255,17 +243,17 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                     con.execute(f'DROP TABLE "{name}"')
             else:
                 con.execute(f"DROP TABLE {PUBLISHED_TABLE}")
-            for statement in warehouse.view_sql(snapshot):
+            for statement in bind.view_sql(warehouse.root, snapshot):
                 con.execute(statement)
             con.execute("DELETE FROM bottleneck_thresholds")
             con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", views.thresholds(warehouse.root))
         else:
-            for statement in warehouse.view_sql(snapshot):
+            for statement in bind.view_sql(warehouse.root, snapshot):
                 con.execute(statement)
-            _add_reference_tables(con)
+            bind.add_reference_tables(con)
             views.create_all(con, warehouse.root)
         # on a large warehouse, the heavy views are computed here once, not by every query (views.MATERIALIZED)
-        views_only = _launch_rows(con) < views.MATERIALIZE_MIN_ROWS
+        views_only = _launch_rows(con) < warehouse.settings.materialize_min_rows
         if not views_only:
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
@@ -288,24 +276,24 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                            "the committed data is safe: free space if the disk is full, then run kwh check --repair")
         check.execute("SELECT count(*) FROM runs").fetchall()
         database = check.execute("SELECT current_database()").fetchall()[0][0]
-        objects, tags = fast_read.object_digests(check, database), fast_read.object_tags(check, database)
+        objects, tags = layout.object_digests(check, database), layout.object_tags(check, database)
     finally:
         check.close()
     return views_only, objects, tags
 
 
 def _tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
-    """Comment each of kwh's tables and views that lacks it with fast_read.OWN_TAG (see
-    fast_read._TAGS_SQL): what a user creates again in its place has no comment, which every reader
+    """Comment each of kwh's tables and views that lacks it with layout.OWN_TAG (see
+    layout._TAGS_SQL): what a user creates again in its place has no comment, which every reader
     notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
     database = con.execute("SELECT current_database()").fetchall()[0][0]
     ours = own_objects()
-    untagged = [key.split(" ", 1) for key, tag in fast_read.object_tags(con, database).items()
-                if tag != fast_read.OWN_TAG and key.split(" ", 1)[1] in ours]
+    untagged = [key.split(" ", 1) for key, tag in layout.object_tags(con, database).items()
+                if tag != layout.OWN_TAG and key.split(" ", 1)[1] in ours]
     if untagged:
         con.execute("BEGIN TRANSACTION")
         for kind, name in untagged:
-            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(fast_read.OWN_TAG)}")
+            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(layout.OWN_TAG)}")
         con.execute("COMMIT")
 
 
@@ -323,7 +311,7 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Skipped
     when the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
     old = warehouse.duckdb_path
-    if not old.exists() or fast_read.published_problem(warehouse.root, recorded, None, look_inside=True) is None:
+    if not old.exists() or layout.published_problem(warehouse.root, recorded, None, look_inside=True) is None:
         return
     try:
         con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
@@ -337,8 +325,8 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     try:
         ours = own_objects()
         if recorded.get("root") == str(warehouse.root):      # (a copied warehouse's record is its original's)
-            found = fast_read.object_digests(con, "previous")
-            changed = [c for c in fast_read.changed_objects(recorded.get("objects"), found)
+            found = layout.object_digests(con, "previous")
+            changed = [c for c in layout.changed_objects(recorded.get("objects"), found)
                        if c.split()[1] in ours and not c.endswith(" added")]
             if changed:
                 kept = quarantine(warehouse.root, old, copy=True)
@@ -371,7 +359,7 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
 
 def quarantine(root: Path, path: Path, copy: bool = False) -> Path:
     """Move (or copy) `path` into <root>/_quarantine/ under a unique name; returns where it went."""
-    folder = root / "_quarantine"
+    folder = root / QUARANTINE
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{catalog.now().strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}-{path.name}"
     if copy:

@@ -160,9 +160,6 @@ MATERIALIZED = ("kernel_time", "gpu_timeline", "launch_bound", "timeline_shape_f
                 "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "warp_stalls", "bottleneck_class",
                 "gemm_efficiency", "rank_balance", "kernel_popularity", "coverage", "time_weighted_kernels",
                 "bottleneck_share", "design_signals", "what_to_fix_first")
-# Below this many launch rows (kernel_launches + kernels) the views answer in well under a second as they
-# are, and computing the tables would only slow every commit (about 0.5 s on a small warehouse).
-MATERIALIZE_MIN_ROWS = 200_000
 
 
 def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:

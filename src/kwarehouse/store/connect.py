@@ -1,0 +1,50 @@
+"""A reader's DuckDB connection: warehouse.duckdb attached read-only when it is what kwh published for
+the catalog's snapshot (fast_read, publish.open_published), else views built in memory over the
+snapshot's files (bind.view_sql). What is wrong on the way (committed files missing, a published file
+changed outside kwh) goes to the warehouse's warnings, never to stderr.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from kwarehouse import views
+from kwarehouse.errors import KwhError, first_line
+from kwarehouse.store import bind, fast_read, publish
+
+
+def connect(warehouse) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every warehouse table as a view."""
+    if not warehouse.catalog_url and warehouse.session is None:
+        # warehouse.duckdb current by the default catalog, read with sqlite3 (fast_read): the same
+        # answer as below without a catalog round trip through SQLAlchemy
+        published = fast_read.connect(warehouse.root)
+        if published is not None:
+            return published
+    warehouse.refresh_published_if_free()
+    snapshot = warehouse.snapshot()
+    missing = warehouse.missing_files(snapshot)
+    if missing:
+        warehouse.warn(f"warning: {len(missing)} committed file(s) of {warehouse.root} are missing (first: "
+                       f"{missing[0]}); their rows are left out of every answer: run kwh check")
+    if not missing:
+        published, problem = publish.open_published(warehouse, snapshot)
+        if published is not None:
+            return published
+        if problem is not None and problem.startswith(publish.CHANGED_OUTSIDE):
+            # the rebuild above could not run (a writer is busy, the folder is read-only, a session holds it)
+            warehouse.warn(f"warning: {warehouse.duckdb_path.name} was {problem}: DuckDB sessions reading it get "
+                           "other answers than kwh, which answers from the catalog; kwh check --repair rebuilds it "
+                           "(open it with duckdb -readonly)")
+    con = duckdb.connect()
+    for statement in bind.view_sql(warehouse.root, snapshot):
+        try:
+            con.execute(statement)
+        except duckdb.Error as exc:
+            con.close()
+            raise KwhError(f"{warehouse.root}: a committed Parquet file cannot be read ({first_line(exc)}); "
+                           "run kwh check --repair") from None
+    bind.add_reference_tables(con)
+    views.create_all(con, warehouse.root)
+    views.plan_quickly(con)
+    return con
