@@ -192,7 +192,8 @@ def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_pat
         assert names == sorted(names)
     before = {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
 
-    pipeline.compact(Warehouse(warehouse.root, settings=Settings(clustered_row_group_rows=500, compact_chunk_rows=3_000)))
+    small = Settings(clustered_row_group_rows=500, compact_chunk_rows=3_000)
+    pipeline.compact(Warehouse(warehouse.root, settings=small))
     groups = [g for g in metric_row_groups(warehouse) if g[0].startswith("compact-")]   # partitions of 2+ runs
     assert max(rows for _, rows, _, _ in groups) == 500
     wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]

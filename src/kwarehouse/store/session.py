@@ -102,7 +102,8 @@ class WriteSession:
                 others = {r for r in con.execute(sa.select(catalog_parquet_runs.c.run_id).where(
                     catalog_parquet_runs.c.path == path)).scalars()} - replaced
                 retired.append(path)
-                if others and self.warehouse.read_path(path).is_file():   # (kwh check --repair takes out every run of a lost file)
+                # (kwh check --repair takes out every run of a lost file)
+                if others and self.warehouse.read_path(path).is_file():
                     spec = schema.tables()[name]
                     dropped = pa.array(sorted(replaced), pa.string())
                     kept = (chunk.filter(pc.invert(pc.is_in(chunk["run_id"], value_set=dropped)))
@@ -191,8 +192,8 @@ class WriteSession:
             if len(paths) < 2:
                 continue
             spec = schema.tables()[name]
-            relative = self.stager.stage_chunks(stage, Path(folder) / f"compact-{txn}.parquet", name,
-                                          self.stager.chunks([self.warehouse.read_path(p) for p in sorted(paths)], spec.file_schema))
+            rows = self.stager.chunks([self.warehouse.read_path(p) for p in sorted(paths)], spec.file_schema)
+            relative = self.stager.stage_chunks(stage, Path(folder) / f"compact-{txn}.parquet", name, rows)
             runs = tuple(sorted(set().union(*(runs_of.get(p, set()) for p in paths))))
             moves.append((stage / relative, relative, name, runs))
             retired.extend(paths)

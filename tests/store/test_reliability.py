@@ -22,7 +22,7 @@ from kwarehouse import ingest, pipeline
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.store.warehouse import Warehouse
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def kwh(*args: str, warehouse: Path, catalog: str | None = None) -> subprocess.Popen:

@@ -27,7 +27,7 @@ from kwarehouse.settings import Settings
 from kwarehouse.store import catalog, check, files, layout, publish
 from kwarehouse.store.warehouse import Warehouse
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 GPT2 = DATA / "ncu-gpt2-h100"
 
 
