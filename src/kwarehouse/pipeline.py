@@ -1250,7 +1250,8 @@ def _write_order(name: str, frame: pl.DataFrame) -> pl.Series | None:
     run = frame[normalize.BATCH_RUN]
     if store_files.CLUSTER_ORDER.get(name) != ("metric", "run_id", "launch_id") or frame.height == 0:
         return None if run.is_sorted() else frame.select(pl.arg_sort_by(normalize.BATCH_RUN, maintain_order=True)).to_series()
-    if frame.select(store_files.ordered(normalize.BATCH_RUN, "metric", "launch_id")).item():
+    keys = (normalize.BATCH_RUN, "metric", "launch_id")
+    if store_files.in_order(frame.select(keys).to_arrow(compat_level=pl.CompatLevel.newest()), keys):
         return None
     order = None
     if not frame["metric"].null_count():

@@ -5,7 +5,7 @@ Ingest writes Parquet with a fast codec; kwh compact rewrites partitions with zs
 table is written sorted by metric name, in small row groups (Settings.clustered_row_group_rows), so a
 filter on the name skips most of every file by its row-group statistics: a query for a few of the
 ~830 metrics per launch (queries/metric_lookup.sql) reads a few percent of the table, not all of it.
-The row order is decided here once: the build steps ask ordered() and packed_order() too, so their
+The row order is decided here once: the build steps ask in_order() and packed_order() too, so their
 batches reach the writer in this order and are not sorted again.
 """
 
@@ -194,17 +194,24 @@ def _taken(table: pa.Table, indices) -> pa.Table:
     return table.cast(plain).take(indices).cast(table.schema)
 
 
-def ordered(*columns: str) -> pl.Expr:
-    """Whether the rows are sorted by `columns`, ascending, without nulls in those columns (an ingest
-    builds its metrics rows so): a comparison of each row with the next, far cheaper than the sort
-    and the gather it saves."""
+def in_order(table: pa.Table, order: tuple[str, ...]) -> bool:
+    """Whether the rows are sorted by `order` already, ascending, without nulls in those columns (an
+    ingest builds its metrics rows so): a comparison of each row with the next, far cheaper than the
+    sort and the take it saves. (Arrow's compute, not a polars expression: 57 against 84 ms on 1.5M
+    metrics rows, string_view columns included.)"""
+    rows = table.num_rows
+    if rows < 2:
+        return True
     before = equal = None
-    for column in columns:
-        this, following = pl.col(column), pl.col(column).shift(-1)
-        less, same = this < following, this == following
-        before = less if before is None else before | (equal & less)
-        equal = same if equal is None else equal & same
-    return (before | equal).head(pl.len() - 1).all() & pl.all_horizontal(pl.col(c).null_count() == 0 for c in columns)
+    for column in order:
+        values = table.column(column)
+        if values.null_count:
+            return False
+        this, following = values.slice(0, rows - 1), values.slice(1)
+        less, same = pc.less(this, following), pc.equal(this, following)
+        before = less if before is None else pc.or_(before, pc.and_(equal, less))
+        equal = same if equal is None else pc.and_(equal, same)
+    return pc.all(pc.or_(before, equal)).as_py()
 
 
 def rank(values: pl.Series) -> tuple[pl.Series, int]:
@@ -232,11 +239,11 @@ def cluster_indices(table: pa.Table, order: tuple[str, ...]):
     """The row order of table.sort_by(order), ascending, or None when the rows have it already:
     each key column is replaced by its rank (rank, packed_order); Arrow's sort where the ranks do not
     fit 63 bits or a key has nulls."""
-    keys = pl.from_arrow(table.select(list(order)))
-    if table.num_rows < 2 or keys.select(ordered(*order)).item():
+    if in_order(table, order):
         return None
-    if any(keys[column].null_count() for column in order):
+    if any(table.column(column).null_count for column in order):
         return pc.sort_indices(table, [(c, "ascending") for c in order])
+    keys = pl.from_arrow(table.select(list(order)))
     packed = packed_order([rank(keys[column]) for column in order])
     if packed is None:
         return pc.sort_indices(table, [(c, "ascending") for c in order])
