@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 
 from kwarehouse import pipeline, schema, views
-from kwarehouse.store import warehouse as store
+from kwarehouse.store import bind
 from kwarehouse.store.warehouse import Warehouse
 
 VIEWS = ["kernel_time", "kernel_popularity", "library_share", "speed_of_light", "time_weighted_kernels", "coverage",
@@ -84,7 +84,7 @@ def session(fleet: Path, root: Path, path: str = ":memory:"):
         else:
             columns = ", ".join(f'"{c}" {t}' for c, t in spec.sql_types)
             con.execute(f"CREATE TABLE {table} ({columns})")
-    store._add_reference_tables(con)          # metric_catalog, gpu_peaks: as kwh's own sessions
+    bind.add_reference_tables(con)          # metric_catalog, gpu_peaks: as kwh's own sessions
     views.create_all(con, root)
     return con
 

@@ -48,7 +48,6 @@ class StagedRun:
     shared: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
-
 class Stager:
     """Writes runs' Parquet files under a staging folder (a writer session's, or the one a fan-out
     worker was given by the driver's session), where no reader sees them; only a WriteSession

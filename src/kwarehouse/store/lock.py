@@ -115,6 +115,7 @@ def links(root: Path) -> list[Path]:
                 found += [gpu for gpu in _subfolders(model) if gpu.is_symlink()]
     return found
 
+
 def refuse_links(root: Path) -> None:
     """Refuse to write (before anything is written) where a folder or file kwh writes into is a
     symbolic link: kwh's files would land, or be deleted, wherever it points. Reading through
@@ -126,4 +127,3 @@ def refuse_links(root: Path) -> None:
         raise KwhError(f"{link}: a symbolic link (to {os.readlink(link)}){more}; kwh writes only into the "
                        "warehouse's own folders: replace the link by what it points to (mv it there), or "
                        "link the whole warehouse folder instead. Reading commands still work")
-
