@@ -52,10 +52,6 @@ KNOWN = {
         "fanout's workers take pipeline's source records; the type becomes build/'s public Source",
     ("private", "kwarehouse.jobs.fanout", "kwarehouse.pipeline._one_line"):
         "fanout words a worker's failure as pipeline does; one public helper when pipeline splits",
-    ("private", "kwarehouse.collect.command", "kwarehouse.collect.profiling._estimate_line"):
-        "`kwh profile --dry-run` prints the line profiling's progress prints; make it public in collect",
-    ("private", "kwarehouse.ingest.captured_text", "kwarehouse.ingest.gzipped._renamed"):
-        "a gzipped capture's error names the .gz file the user gave; make it a public helper of ingest",
 }
 
 

@@ -131,7 +131,7 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
         if result.selection is not None:
             _echo_selection(result)
         if result.estimate is not None and result.selection is not None:
-            click.echo(f"# {profile_lib._estimate_line(result.estimate)}")
+            click.echo(f"# {profile_lib.estimate_line(result.estimate)}")
         for step in result.steps:
             click.echo(step.shell())
             if step.sampler():
