@@ -332,15 +332,25 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     return out
 
 
-def test_every_report_and_summary_query_is_a_described_sql_file_that_is_loaded():
-    from kwarehouse.answers import summary
-    sources = {module: Path(module.__file__).read_text() for module in (report, summary)}
-    files = sorted(report.SQL_DIR.glob("*.sql"))
-    assert files and summary.SQL_DIR == report.SQL_DIR
-    for path in files:
-        assert path.read_text().startswith("-- "), path.name
-        assert (f'q("{path.stem}"' in sources[report] or f'_query(warehouse, "{path.stem}"' in sources[summary]), \
-            f"{path.name} is not loaded"
-    # no query text left in the modules: every SELECT lives in report_sql/
+def test_every_answers_query_is_a_described_sql_file_that_is_loaded():
+    from kwarehouse.answers import diff, queries, summary
+    sources = {module: Path(module.__file__).read_text() for module in (report, summary, diff)}
+    folder = Path(queries.__file__).with_name("sql")
+    shared = {path.stem: path.read_text() for path in sorted((folder / "shared").glob("*.sql"))}
+    texts = {name: (folder / f"{name}.sql").read_text() for name in queries.names()}
+    assert texts and shared
+    for name, text in [*texts.items(), *shared.items()]:
+        assert text.startswith("-- "), f"{name}.sql: its first line must say what it answers"
+    for name, text in texts.items():
+        assert any(f'{call}"{name}"' in source for source in sources.values()
+                   for call in ("q(", "queries.load(", "_query(warehouse, ")), f"{name}.sql is not loaded"
+        # every placeholder is a shared piece, but diff's selector: the one piece Python composes
+        assert set(queries.PLACEHOLDER.findall(text)) <= set(shared) | {"selector"}, name
+    # a shared piece serves several queries and is written once: no query holds a copy of its body
+    for piece, text in shared.items():
+        assert sum("{" + piece + "}" in t for t in texts.values()) >= 2, f"shared/{piece}.sql serves one query"
+        body = text.split("\n", 1)[1].strip()
+        assert not [name for name, t in texts.items() if body in t], f"a query repeats shared/{piece}.sql"
+    # no query text left in the modules: every SELECT lives in sql/ (an error's hint may quote one: \")
     for source in sources.values():
-        assert not re.search(r'"\s*(SELECT|WITH)\b', source)
+        assert not re.search(r'(?<!\\)"\s*(SELECT|WITH)\b', source)

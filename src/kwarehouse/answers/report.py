@@ -10,9 +10,9 @@ import html
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from kwarehouse.answers import diff as diff_lib
+from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -21,8 +21,6 @@ PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 STALL_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
                  "#f7b6d2", "#393b79", "#dbdb8d", "#9edae5"]
-# the report's queries, one per file (first comment: what it answers)
-SQL_DIR = Path(__file__).with_name("report_sql")
 WIDTH, HEIGHT = 760, 420
 MARGIN = dict(left=80, right=20, top=20, bottom=55)
 
@@ -32,14 +30,6 @@ class Filters:
     model: str | None = None
     gpu: str | None = None
     since: str | None = None   # YYYY-MM-DD: runs of this day or later
-
-    def where(self, alias: str = "") -> str:
-        """SQL condition on a table with model, gpu and run_id columns (values are bound, not pasted)."""
-        prefix = f"{alias}." if alias else ""
-        parts = ["($model IS NULL OR {p}model = $model)", "($gpu IS NULL OR {p}gpu = $gpu)",
-                 "($since IS NULL OR {p}run_id IN (SELECT run_id FROM runs WHERE "
-                 "coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))"]
-        return " AND ".join(p.format(p=prefix) for p in parts)
 
     @property
     def params(self) -> dict:
@@ -242,22 +232,14 @@ def _section(title: str, how: str, content: str) -> str:
     return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
 
 
-def _load_sql(name: str) -> str:
-    """The text of report_sql/NAME.sql (one query per file, its first comment says what it answers)."""
-    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
-
-
 def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
     """The report's HTML text."""
     filters = filters or Filters()
     con = warehouse.connect()
-    # {where} keeps the selected runs of a table with model, gpu and run_id; {timed} the selected models of
-    # kernel_time-like views (no run_id); the values are bound parameters, never pasted
-    fragments = {"{where}": filters.where(), "{timed}": TIMED}
+    # the filters are bound parameters of sql/shared/selected_runs.sql and selected_models.sql; a query
+    # binds those it names
     def q(name: str, **extra):
-        sql = _load_sql(name)
-        for placeholder, condition in fragments.items():
-            sql = sql.replace(placeholder, condition)
+        sql = queries.load(name)
         bound = {k: v for k, v in {**filters.params, **extra}.items() if f"${k}" in sql}
         return con.execute(sql, bound).fetchall()
     latest, sections = [], []
@@ -519,11 +501,6 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             _table(["kernel", "library", "why", "launches", "ncu time (us)"],
                    [(r[0], r[1], r[2], r[3], _us(r[4])) for r in unplaced])))
     return sections
-
-
-# kernel_time rows kept by the filters: it has no run_id, so --since keeps the models with a run since then
-TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AND ($since IS NULL OR model IN "
-         "(SELECT model FROM runs WHERE coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))")
 
 
 def _model_efficiency_section(q) -> str:

@@ -3,7 +3,7 @@ WITH real_time AS (
     SELECT kernel_id, sum(gpu_time_ns) AS gpu_time_ns,
            CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis
     FROM kernel_time
-    WHERE gpu = $gpu_name AND {timed}
+    WHERE gpu = $gpu_name AND {selected_models}
     GROUP BY kernel_id
 )
 SELECT r.kernel_id, min(r.kernel_base) AS kernel_base, min(r.library) AS library,
@@ -17,5 +17,5 @@ SELECT r.kernel_id, min(r.kernel_base) AS kernel_base, min(r.library) AS library
            / nullif(sum(r.useful_flops) FILTER (WHERE r.tensor_flops IS NOT NULL), 0) AS padding_factor
 FROM roofline r
 LEFT JOIN real_time t ON t.kernel_id = r.kernel_id
-WHERE r.level = 'launch' AND r.gpu = $gpu_name AND r.limiter IS NOT NULL AND {where}
+WHERE r.level = 'launch' AND r.gpu = $gpu_name AND r.limiter IS NOT NULL AND {selected_runs}
 GROUP BY r.kernel_id

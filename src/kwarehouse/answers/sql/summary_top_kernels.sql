@@ -1,16 +1,5 @@
 -- kwh summary: the top kernels (LIMIT ?) by real GPU time across the fleet, each identity with its readable name, launches, models, its share of the fleet's GPU time, SM % and DRAM % weighted by real time over the time that has counters, the verdict of its longest ncu launch, time basis and counter coverage; XLA's compile-time autotuning left out.
-WITH 
-displays AS (
-    SELECT kernel_id, min(kernel_display) AS kernel_display
-    FROM (SELECT kernel_id, kernel_display FROM kernels UNION ALL SELECT kernel_id, kernel_display FROM kernel_launches)
-    GROUP BY kernel_id),
-verdicts AS (
-    -- a launch without a duration (an ncu --metrics list) still has a verdict: "not enough data: ..."
-    SELECT kernel_id, arg_max(CASE WHEN bottleneck = 'not enough data' THEN decided_by
-                                   ELSE bottleneck || coalesce(' (' || limiting_unit || ')', '') END,
-                              coalesce(duration_ns, -1)) AS bottleneck,
-           arg_max(fix, coalesce(duration_ns, -1)) AS fix
-    FROM bottleneck_class GROUP BY kernel_id)
+WITH {kernel_names_and_verdicts}
 
 SELECT left(coalesce(any_value(d.kernel_display), any_value(t.kernel_base)), 60) AS kernel, library, op_class,
        sum(launches) AS launches,

@@ -7,7 +7,7 @@ SELECT coalesce((SELECT min(kernel_display) FROM kernel_launches l WHERE l.kerne
        100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0)
            AS counter_coverage_pct
 FROM kernel_time t
-WHERE {timed}
+WHERE {selected_models}
 GROUP BY kernel_id, library
 ORDER BY gpu_time_ns DESC
 LIMIT 15

@@ -5,6 +5,6 @@ SELECT model, gpu, min(time_basis) AS time_basis, sum(launches) AS launches, rou
        round(100 * sum(CASE WHEN counter_source = 'other model' THEN gpu_time_ns ELSE 0 END)
              / nullif(sum(gpu_time_ns), 0), 1) AS borrowed_pct
 FROM kernel_time
-WHERE {timed}
+WHERE {selected_models}
 GROUP BY model, gpu
 ORDER BY model, gpu

@@ -1,6 +1,6 @@
 -- Per model and GPU in the selection: which sources it has (ncu, nsys, PyTorch trace runs), its runs that hold no kernel, its ncu launches without a duration, and its timeline kernel time without ncu counters: what the report's answers for it lack.
 WITH selected AS (
-    SELECT * FROM runs WHERE {where}
+    SELECT * FROM runs WHERE {selected_runs}
 ), kernel_runs AS (
     SELECT run_id, count(*) AS launches, count(duration_ns) AS timed FROM kernels GROUP BY run_id
 ), timeline_runs AS (

@@ -1,6 +1,6 @@
 -- Per op class, each warp stall reason's share of all stall cycles, weighted by ncu duration over the selected launches (the kernels table's stall_<reason> columns, unpivoted; a launch without a reason's counter does not weigh on it).
 WITH stalls AS (
-    UNPIVOT (SELECT op_class, duration_ns, COLUMNS('^stall_') FROM kernels WHERE {where})
+    UNPIVOT (SELECT op_class, duration_ns, COLUMNS('^stall_') FROM kernels WHERE {selected_runs})
     ON COLUMNS('^stall_') INTO NAME reason VALUE stall
 ), per_reason AS (
     SELECT op_class, substr(reason, 7) AS reason, sum(stall * duration_ns) / nullif(sum(duration_ns), 0) AS cycles

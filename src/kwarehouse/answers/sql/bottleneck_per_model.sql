@@ -12,7 +12,7 @@ WITH verdicts AS (
 ), ranked AS (
     SELECT w.*, row_number() OVER (PARTITION BY w.model, w.gpu ORDER BY w.weight_ns DESC, w.kernel_base, w.kernel_id) AS place
     FROM time_weighted_kernels w
-    WHERE {timed} AND w.weight_ns > 0
+    WHERE {selected_models} AND w.weight_ns > 0
 )
 SELECT w.model, w.gpu, w.kernel_base AS kernel, w.library, w.bottleneck, v.limiting_unit,
        round(w.weight_ns / 1e3, 1) AS gpu_time_us, round(w.model_time_pct, 2) AS model_time_pct, w.time_basis,

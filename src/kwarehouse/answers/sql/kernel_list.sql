@@ -1,16 +1,6 @@
 -- kwh kernels: one row per kernel identity and classification (model ? or all; only unclassified ones when ? is true; LIMIT ?), with its share of the GPU time of the selection, readable name, the verdict and fix of its longest ncu launch, time basis and counter coverage.
 WITH selected AS (SELECT * FROM kernel_time WHERE (? IS NULL OR model = ?)),
-displays AS (
-    SELECT kernel_id, min(kernel_display) AS kernel_display
-    FROM (SELECT kernel_id, kernel_display FROM kernels UNION ALL SELECT kernel_id, kernel_display FROM kernel_launches)
-    GROUP BY kernel_id),
-verdicts AS (
-    -- a launch without a duration (an ncu --metrics list) still has a verdict: "not enough data: ..."
-    SELECT kernel_id, arg_max(CASE WHEN bottleneck = 'not enough data' THEN decided_by
-                                   ELSE bottleneck || coalesce(' (' || limiting_unit || ')', '') END,
-                              coalesce(duration_ns, -1)) AS bottleneck,
-           arg_max(fix, coalesce(duration_ns, -1)) AS fix
-    FROM bottleneck_class GROUP BY kernel_id)
+{kernel_names_and_verdicts}
 
 SELECT s.kernel_id, library, op_class, sum(launches) AS launches, count(DISTINCT model) AS models,
        round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
