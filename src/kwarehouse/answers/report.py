@@ -376,11 +376,12 @@ def _bottleneck_sections(q) -> list[str]:
                      "it (this model's, borrowed from another model's run of the same kernel, or none: 'not profiled'), "
                      "ncu's own verdict (SOLBottleneck) and whether kwh agrees, the metric values that decided it "
                      "(cut-offs in the bottleneck_thresholds table) and the fix.",
-                     "".join(f'<h3>{_esc(model)} on {_esc(gpu)}</h3>' + _table(
+                     _tables_under_headings(
                          ["kernel", "library", "bottleneck", "limiting unit", "GPU time (us)", "% of model GPU time",
                           "time basis", "counters from", "SM %", "memory %", "ncu verdict", "agrees with ncu",
-                          "decided by (longest ncu launch)", "fix"], [r[2:] for r in model_rows])
-                         for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)))]
+                          "decided by (longest ncu launch)", "fix"],
+                         [(f"{model} on {gpu}", [r[2:] for r in model_rows])
+                          for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)]))]
 
 
 def _signal_sections(q) -> list[str]:
@@ -397,10 +398,10 @@ def _signal_sections(q) -> list[str]:
             "sharing that bound, a model's savings within its GPU time). GPU time and saving are this model's part "
             "of the signal (a signal on a kernel several models run is split by their time in it) and its shares "
             "are of this model's GPU time, not of the fleet's. Idle time is in the next table, never added to these.",
-            "".join(f'<h3>{_esc(model)}</h3>' + _table(
+            _tables_under_headings(
                 ["signal", "subject", "time basis", "GPU time (us)", "% of model GPU time", "est. saved (us)",
                  "est. saved, % of model GPU time", "models sharing it", "fix", "evidence", "assumption"],
-                [r[1:] for r in rows]) for model, rows in _by_first(shown))))
+                [(model, [r[1:] for r in rows]) for model, rows in _by_first(shown)])))
     idle_rows = q("idle_signals")
     if idle_rows:
         sections.append(_section(
@@ -414,6 +415,11 @@ def _signal_sections(q) -> list[str]:
                     "% of the run's span", "CPU launch interval (us)", "median gap (us)",
                     "un-profiled span (us)", "fix", "evidence", "assumption"], idle_rows)))
     return sections
+
+
+def _tables_under_headings(columns: list[str], groups: list[tuple[str, list[tuple]]]) -> str:
+    """One table (these columns) per group, under the group's heading: a model's rows, say."""
+    return "".join(f"<h3>{_esc(heading)}</h3>" + _table(columns, rows) for heading, rows in groups)
 
 
 def _by_first(rows: list[tuple], strip: bool = False) -> list[tuple[object, list[tuple]]]:
