@@ -332,6 +332,17 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     return out
 
 
+def test_the_package_ships_every_sql_file_of_the_answers():
+    """pyproject's package-data names the folders by glob: a new folder of queries must be added there."""
+    import tomllib
+    from kwarehouse.answers import queries
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["kwarehouse"]
+    package = Path(queries.__file__).parents[1]
+    files = [path.relative_to(package) for path in (package / "answers").rglob("*.sql")]
+    assert files and not [f for f in files if not any(f.match(g) and len(f.parts) == len(Path(g).parts)
+                                                      for g in globs)]
+
 def test_every_answers_query_is_a_described_sql_file_that_is_loaded():
     from kwarehouse.answers import diff, export, queries, summary
     sources = {module: Path(module.__file__).read_text() for module in (report, summary, diff, export)}
