@@ -163,8 +163,9 @@ def cell(value) -> str:
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
 
 
-def format_page(page: Page, what: str = "row") -> str:
-    """A compact pipe table, then the row count and, when rows are left out, how to page on."""
+def format_page(page: Page, what: str = "row", more: str | None = None) -> str:
+    """A compact pipe table, then the row count and, when rows are left out, how to see them (`more`;
+    by default: ask again with the next offset)."""
     lines = ["| " + " | ".join(page.columns) + " |"] if page.columns else []
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in page.rows]
     shown = len(page.rows)
@@ -172,7 +173,7 @@ def format_page(page: Page, what: str = "row") -> str:
         return "(no result set)"
     if page.truncated:
         lines.append(f"({page.total_rows} {what}s; showing {page.offset + 1}-{page.offset + shown}: "
-                     f"ask again with offset={page.offset + shown} for more)")
+                     f"{more or f'ask again with offset={page.offset + shown} for more'})")
     elif page.offset and not shown:
         lines.append(f"({page.total_rows} {what}s; none from offset={page.offset} on)")
     elif page.offset:
