@@ -169,15 +169,16 @@ def format_page(page: Page, what: str = "row", more: str | None = None) -> str:
     lines = ["| " + " | ".join(page.columns) + " |"] if page.columns else []
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in page.rows]
     shown = len(page.rows)
+    whats = what + ("es" if what.endswith(("s", "x")) else "s")
     if not page.columns:
         return "(no result set)"
     if page.truncated:
-        lines.append(f"({page.total_rows} {what}s; showing {page.offset + 1}-{page.offset + shown}: "
+        lines.append(f"({page.total_rows} {whats}; showing {page.offset + 1}-{page.offset + shown}: "
                      f"{more or f'ask again with offset={page.offset + shown} for more'})")
     elif page.offset and not shown:
-        lines.append(f"({page.total_rows} {what}s; none from offset={page.offset} on)")
+        lines.append(f"({page.total_rows} {whats}; none from offset={page.offset} on)")
     elif page.offset:
-        lines.append(f"({page.total_rows} {what}s; showing {page.offset + 1}-{page.offset + shown})")
+        lines.append(f"({page.total_rows} {whats}; showing {page.offset + 1}-{page.offset + shown})")
     else:
-        lines.append(f"({page.total_rows} {what}{'s' if page.total_rows != 1 else ''})")
+        lines.append(f"({page.total_rows} {what if page.total_rows == 1 else whats})")
     return "\n".join(lines)
