@@ -27,7 +27,7 @@ def build_server(root: Path, catalog_url: str | None = None, timeout_s: float = 
     """The MCPServer with kwh's tools and resources over the warehouse at `root`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-    from mcp_types import ToolAnnotations
+    from mcp.types import ToolAnnotations
 
     answers = Answers(root, catalog_url, timeout_s)
     # WARNING: the SDK logs every failed call at INFO to stderr, where MCP clients keep the server's log
