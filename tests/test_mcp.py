@@ -168,6 +168,7 @@ def test_a_long_query_is_stopped(warehouse):
         confined.run(con, "SELECT count(*) FROM range(1000000000000)", timeout_s=0.3)
     assert time.monotonic() - started < 10
     assert confined.run(con, "SELECT count(*) FROM runs").rows[0][0] > 0     # the connection still answers
+    con.close()
 
 
 def test_what_to_fix_first_matches_kwh_query(server, warehouse):
@@ -281,3 +282,26 @@ def test_compare_two_dates_matches_kwh_diff(server, warehouse, second_night):
            [(e["kernel_id"], e["change"], e["significance"]) for e in expected]
     error, text = server("compare", baseline="model=nosuchmodel", candidate=sides[1])
     assert error and "no run matches 'model=nosuchmodel'" in text
+
+
+def test_the_confinement_covers_the_in_memory_views_too(warehouse):
+    """When warehouse.duckdb cannot be attached (here: a session holds it for writing), kwh binds the views
+    in memory over the Parquet files themselves: the confined connection reads all of them still."""
+    import gc
+
+    import duckdb
+    tables = ("runs", "kernels", "metrics", "kernel_launches", "kernel_summaries", "nvtx_summaries", "rules")
+    query = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables)
+    gc.collect()       # the connections of the kwh commands run in this process before, which attached the file
+    held = duckdb.connect(str(warehouse.duckdb_path))
+    try:
+        con, root = confined.open_connection(warehouse.root)
+        assert con.execute("SELECT count(*) FROM duckdb_databases() WHERE NOT internal").fetchall() == [(1,)]
+        confined.confine(con, root)
+        page = confined.run(con, query)
+    finally:
+        held.close()
+    expected = kwh(warehouse, "sql", "--csv", query)
+    assert [f"{t},{n}" for t, n in page.rows] == expected.splitlines()[1:]
+    with pytest.raises(confined.ConfinedQueryError, match="refused"):
+        confined.run(con, f"SELECT * FROM read_blob('{root}/catalog.sqlite')")

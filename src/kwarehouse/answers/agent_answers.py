@@ -105,9 +105,7 @@ class Answers:
         described = {v.name: v.description for v in views.all_views().values()}
         with self.connection() as con:
             columns: dict[str, list[str]] = {}
-            for table, column, kind in con.execute(
-                    "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-                    "WHERE NOT internal ORDER BY table_name, column_index").fetchall():
+            for table, column, kind in con.execute(_sql("columns_of_tables")).fetchall():
                 # the whole list without types: it has to fit an agent's context (one view has them)
                 columns.setdefault(table, []).append(f"{column} {kind}" if name else column)
         if name is not None and name not in columns:
@@ -216,14 +214,14 @@ class Answers:
 
     def metric_catalog(self) -> str:
         with self.connection() as con:
-            cursor = con.execute("SELECT metric, unit, aliases, description FROM metric_catalog ORDER BY metric")
+            cursor = con.execute(_sql("metric_catalog"))
             columns = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
         return confined.format_page(confined.Page(columns, rows, 0, len(rows)), "metric")
 
     @staticmethod
     def _known_model(con, model: str) -> None:
-        known = [m for (m,) in con.execute("SELECT DISTINCT model FROM runs ORDER BY 1").fetchall()]
+        known = [m for (m,) in con.execute(_sql("models")).fetchall()]
         if model not in known:
             import difflib
             close = difflib.get_close_matches(model, known, n=3, cutoff=0.5)
