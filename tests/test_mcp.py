@@ -171,6 +171,24 @@ def test_a_long_query_is_stopped(warehouse):
     con.close()
 
 
+def test_the_settings_are_locked_beneath_the_statement_checks(warehouse):
+    """Defence in depth: a SET that got past the statement checks would still not undo the confinement."""
+    import duckdb
+    con, root = confined.open_connection(warehouse.root)
+    confined.confine(con, root)
+    try:
+        for statement in ("SET enable_external_access = true", "RESET allowed_directories",
+                          "SET lock_configuration = false", "SET autoload_known_extensions = true"):
+            with pytest.raises(duckdb.Error, match="locked"):
+                con.execute(statement)
+        settings = confined.run(con, "SELECT current_setting('enable_external_access'), "
+                                     "current_setting('autoload_known_extensions'), "
+                                     "current_setting('autoinstall_known_extensions'), current_setting('temp_directory')")
+        assert settings.rows == [(False, False, False, "")]
+    finally:
+        con.close()
+
+
 def test_what_to_fix_first_matches_kwh_query(server, warehouse):
     expected = kwh_csv(warehouse, "query", "what_to_fix_first")
     error, text = server("what_to_fix_first", limit=5)
