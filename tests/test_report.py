@@ -344,8 +344,9 @@ def test_the_package_ships_every_sql_file_of_the_answers():
                                                       for g in globs)]
 
 def test_every_answers_query_is_a_described_sql_file_that_is_loaded():
-    from kwarehouse.answers import diff, export, queries, summary
-    sources = {module: Path(module.__file__).read_text() for module in (report, summary, diff, export)}
+    from kwarehouse.answers import agent_answers, diff, export, queries, summary
+    sources = {module: Path(module.__file__).read_text()
+               for module in (report, summary, diff, export, agent_answers)}
     folder = Path(queries.__file__).with_name("sql")
     shared = {path.stem: path.read_text() for path in sorted((folder / "shared").glob("*.sql"))}
     texts = {name: (folder / f"{name}.sql").read_text() for name in queries.names()}
