@@ -1,4 +1,4 @@
-"""What bounds ingest: cProfile of a one-process kwh ingest (pipeline.ingest, as bench/run.py's kwh step)
+"""What bounds ingest: cProfile of a one-process kwh ingest (ingest_job.ingest, as bench/run.py's kwh step)
 of a fleet folder, printing the wall time, the top entries by own time and by cumulative time, and the
 count and time of polars collect calls (issue 23 counted ~170 per run). cProfile sees one thread, so
 the profile runs the stages one after the other (pipeline.COMMIT_BEHIND off); --stages instead runs the
@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse import pipeline  # TODO
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -42,7 +43,7 @@ def main() -> None:
         load = os.getloadavg()[0]
         started, cpu_started = time.perf_counter(), time.process_time()
         profile.enable()
-        report = pipeline.ingest([args.fleet], warehouse)
+        report = ingest_job.ingest([args.fleet], warehouse)
         profile.disable()
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     runs, kernels = len(report.runs), sum(r.kernels for r in report.runs)
@@ -89,7 +90,7 @@ def stage_times(fleet: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="kwh-stages-") as tmp:
             load = os.getloadavg()[0]
             started, cpu_started = time.perf_counter(), time.process_time()
-            report = pipeline.ingest([fleet], Warehouse(Path(tmp) / "wh"))
+            report = ingest_job.ingest([fleet], Warehouse(Path(tmp) / "wh"))
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         for name, function in originals.items():

@@ -5,7 +5,8 @@ a run-by-run ingest's, and a batch that fails must not cost the other runs of it
 from __future__ import annotations
 
 from conftest import DATA, EXPORT_FOLDERS, warehouse_rows
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse import pipeline  # TODO
 from kwarehouse.store.warehouse import Warehouse
 
 SOURCES = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
@@ -15,7 +16,7 @@ def test_batches_equal_run_by_run(pristine_warehouse, tmp_path, monkeypatch):
     """The pristine warehouse is ingested in batches; one run per batch takes the run-by-run path."""
     monkeypatch.setattr(pipeline, "BATCH_RUNS", 1)
     alone = Warehouse(tmp_path / "alone")
-    report = pipeline.ingest(SOURCES, alone)
+    report = ingest_job.ingest(SOURCES, alone)
     assert report.failed == []
     assert warehouse_rows(alone) == warehouse_rows(Warehouse(pristine_warehouse))
 
@@ -26,7 +27,7 @@ def test_a_failing_batch_commits_its_runs_one_by_one(pristine_warehouse, tmp_pat
 
     monkeypatch.setattr(pipeline, "build_ncu_batch", broken)
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest(SOURCES, warehouse)
+    report = ingest_job.ingest(SOURCES, warehouse)
     assert report.failed == []
     assert warehouse_rows(warehouse) == warehouse_rows(Warehouse(pristine_warehouse))
 
@@ -48,7 +49,7 @@ def test_a_bad_run_in_a_batch_fails_alone(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipeline, "build_run", bad_for_gpt2)
     monkeypatch.setattr(pipeline, "build_ncu_batch", broken)
-    report = pipeline.ingest(folders, Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest(folders, Warehouse(tmp_path / "wh"))
     assert len(report.failed) == 1 and "a bad run" in report.failed[0]
     assert len(report.runs) == 1 and "gtx1080" in report.runs[0].files[0]
 
@@ -71,7 +72,7 @@ def test_commit_behind_reports_and_stores_as_one_after_the_other(tmp_path, monke
     for behind in (False, True):
         monkeypatch.setattr(pipeline, "COMMIT_BEHIND", behind)
         warehouse = Warehouse(tmp_path / f"wh-{behind}")
-        report = pipeline.ingest([drop], warehouse)
+        report = ingest_job.ingest([drop], warehouse)
         answers[behind] = ([(r.run_id, r.files, r.kernels) for r in report.runs], report.skipped, report.failed,
                            warehouse_rows(warehouse))
     runs, skipped, failed, _ = answers[True]
@@ -105,7 +106,7 @@ def test_a_warehouse_failure_stops_the_ingest_at_that_batch(tmp_path, monkeypatc
         monkeypatch.setattr(RealWarehouse, "stage_runs", full_disk_second_time)
         warehouse = Warehouse(tmp_path / f"wh-{behind}")
         with pytest.raises(KwhError, match="No space left"):
-            pipeline.ingest(SOURCES, warehouse)
+            ingest_job.ingest(SOURCES, warehouse)
         monkeypatch.setattr(RealWarehouse, "stage_runs", real)
         kept[behind] = sorted(run_id for run_id, _, _ in warehouse.runs())
         assert len(calls) == 2 and len(kept[behind]) == calls[0]
@@ -131,13 +132,13 @@ def test_reading_waits_for_a_commit_that_replaces_a_partial_run(tmp_path, monkey
         for name in ("gpt2.raw.csv", "gpt2.raw.mangled.csv"):   # both still arriving, cut at the same row
             (first / name).write_bytes(b"".join((gpt2 / name).read_bytes().splitlines(keepends=True)[:-1]))
         warehouse = Warehouse(tmp_path / f"wh-{behind}")
-        partial = pipeline.ingest([drop], warehouse).runs
+        partial = ingest_job.ingest([drop], warehouse).runs
         assert len(partial) == 1 and len(partial[0].files) == 2
         (first / "gpt2.raw.csv").write_bytes(full)                  # complete now; the other page moved on
         later.mkdir()
         shutil.copy(gpt2 / "manifest.ncu.json", later)
         (first / "gpt2.raw.mangled.csv").rename(later / "gpt2.raw.mangled.csv")
-        report = pipeline.ingest([drop], warehouse)
+        report = ingest_job.ingest([drop], warehouse)
         answers[behind] = ([(r.run_id, r.files, r.replaced) for r in report.runs], report.skipped, report.failed)
         assert [r.replaced for r in report.runs] == [[partial[0].run_id], []], report
     assert answers[True] == answers[False]
