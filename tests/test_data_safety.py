@@ -22,7 +22,7 @@ from conftest import DATA, EXPORT_FOLDERS, rows
 from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import compact as compact_job
 from kwarehouse.jobs import renormalize as renormalize_job
-from kwarehouse import pipeline  # TODO
+from kwarehouse import ingest as readers
 from kwarehouse.store import check, publish, warehouse as store
 from kwarehouse.cli import main
 from kwarehouse.errors import KwhError
@@ -322,14 +322,14 @@ def test_a_partial_copy_is_replaced_by_its_complete_version(tmp_path, new_wareho
 def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "gpt2"
     shutil.copytree(GPT2, folder)
-    real = pipeline.readers.read_with
+    real = readers.read_with
 
     def growing(reader, path, data=None):
         result = real(reader, path, data)
         with open(path, "a") as handle:
             handle.write("\n")
         return result
-    monkeypatch.setattr(pipeline.readers, "read_with", growing)
+    monkeypatch.setattr(readers, "read_with", growing)
     report = ingest_job.ingest([folder / "gpt2.raw.csv"], Warehouse(tmp_path / "wh"))
     assert report.runs == [] and len(report.failed) == 1
     assert "changed while it was being read" in report.failed[0]
@@ -357,7 +357,6 @@ from pathlib import Path
 from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import compact as compact_job
 from kwarehouse.jobs import renormalize as renormalize_job
-from kwarehouse import pipeline  # TODO
 from kwarehouse.store import catalog, publish, warehouse as store
 from kwarehouse.store.warehouse import Warehouse
 

@@ -5,6 +5,7 @@ A batch built run by run says why, and a clean corpus never falls back."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from conftest import DATA, EXPORT_FOLDERS, rows
 from kwarehouse import ingest
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse import pipeline  # TODO
+from kwarehouse import build
 from kwarehouse.jobs import fanout
 from kwarehouse.cli import main
 from kwarehouse.ingest import ncu_text
@@ -160,14 +161,14 @@ def test_a_reader_bug_costs_only_its_file(tmp_path, warehouse, monkeypatch):
 
 
 def test_a_normalization_bug_in_one_run_costs_only_that_run(tmp_path, warehouse, monkeypatch):
-    real = pipeline.build_run
+    real = build.run.build_run
 
     def buggy(run_id, members, *args, **kwargs):
         if any(m.result.path.name == "custom_cupy.raw.csv" for m in members):
             raise ZeroDivisionError("division by zero")
         return real(run_id, members, *args, **kwargs)
-    monkeypatch.setattr(pipeline, "build_run", buggy)
-    monkeypatch.setattr(pipeline, "BATCH_RUNS", 1)   # run by run: no batch to fall back from
+    monkeypatch.setattr(build.run, "build_run", buggy)
+    warehouse.settings = dataclasses.replace(warehouse.settings, batch_runs=1)   # run by run: no batch to fall back from
     report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100", DATA / "ncu-gpt2-h100"], warehouse)
     assert len(report.failed) == 1 and report.failed[0].startswith(
         f"{DATA / 'ncu-custom-cupy-h100/custom_cupy.raw.csv'}: internal error while building its run "
@@ -190,7 +191,7 @@ def test_the_fan_out_isolates_files_too(tmp_path, warehouse, monkeypatch):
 
 
 def test_a_failed_fan_out_job_is_done_by_the_driver_and_said(tmp_path, warehouse, monkeypatch):
-    real = pipeline.read_folder
+    real = build.run.read_folder
     calls = []
 
     def read_folder(*args, **kwargs):   # the worker's read fails; the driver's succeeds
@@ -198,7 +199,7 @@ def test_a_failed_fan_out_job_is_done_by_the_driver_and_said(tmp_path, warehouse
         if len(calls) == 1:
             raise RuntimeError("a worker-only bug")
         return real(*args, **kwargs)
-    monkeypatch.setattr(pipeline, "read_folder", read_folder)
+    monkeypatch.setattr(build.run, "read_folder", read_folder)
     report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse, fan_out=in_this_process)
     assert report.failed == [] and [r.model for r in report.runs] == ["custom_cupy"]
     assert len(report.fallbacks) == 1 and "RuntimeError: a worker-only bug" in report.fallbacks[0]
@@ -279,7 +280,7 @@ def test_acceptance_nightly_is_not_blocked(tmp_path):
 def test_the_cli_says_why_a_batch_went_run_by_run(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug of the batch path")
-    monkeypatch.setattr(pipeline, "build_ncu_batch", broken)
+    monkeypatch.setattr(build.batch, "build_ncu_batch", broken)
     result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), "ingest",
                                        str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100")])
     assert result.exit_code == 0, result.output

@@ -16,6 +16,7 @@ from kwarehouse.build.report import IngestReport
 from kwarehouse.build.run import BuiltRun, in_page_order, run_record
 from kwarehouse.build.sources import Source
 from kwarehouse.errors import KwhError, display_path
+from kwarehouse.settings import Settings
 from kwarehouse.normalize.launches import kernel_rows, launch_frames, merged_launch_rows, rule_rows, with_dims
 from kwarehouse.store import warehouse as store
 from kwarehouse.store.warehouse import Warehouse
@@ -23,30 +24,14 @@ from kwarehouse.store.warehouse import Warehouse
 log = logging.getLogger(__name__)
 
 
-# Runs of ncu exports are built in one vectorized pass and written together (one Parquet file per
-# table and partition, one catalog transaction), up to this many runs or input bytes at a time:
-# per-run work (a polars query, a file, a transaction) costs more than a 100-kernel run's rows. A
-# batch holds ~6x its input bytes at its peak: 100 runs of 9 MB took the same CPU in batches of 8,
-# 16 or 64 runs, and 903, 1,288 and 2,139 MiB at the peak (one batch at a time; ingest now holds up
-# to three: 16-run batches peak at 909-990 MiB).
-BATCH_RUNS = 16
-
-
-BATCH_BYTES = 80 << 20
-
-
-# A full batch is built and committed in threads while the next folders are read (False: each batch
-# is committed in the calling thread before reading on; the report and the rows are the same either
-# way, tested; bench/profile_ingest.py turns it off, as cProfile sees one thread).
-COMMIT_BEHIND = True
-
-
 # In a batch, a launch's id carries its run's position above these bits (ncu numbers launches from 0).
 LAUNCH_BITS = 32
 
 
-def batch_full(groups: dict[str, list[Source]]) -> bool:
-    return len(groups) >= BATCH_RUNS or sum(m.size or 0 for ms in groups.values() for m in ms) >= BATCH_BYTES
+def batch_full(groups: dict[str, list[Source]], settings: Settings) -> bool:
+    """Whether `groups` make a batch (Settings.batch_runs runs or Settings.batch_bytes of input: why those)."""
+    return (len(groups) >= settings.batch_runs
+            or sum(m.size or 0 for ms in groups.values() for m in ms) >= settings.batch_bytes)
 
 
 def fresh_members(run_id: str, members: list[Source], warehouse: Warehouse, report: IngestReport) -> list[Source]:
@@ -161,7 +146,7 @@ def build_ncu_batch(runs: list[tuple[str, list[Source]]], rules: normalize.Kerne
     kernels = kernel_rows(launches, metrics, rules)
 
     raw = [r.rules for _, r in results]
-    rule_rows = rule_rows(pl.concat(raw, how="vertical_relaxed").with_columns(
+    rule_table = rule_rows(pl.concat(raw, how="vertical_relaxed").with_columns(
         pl.col("launch_id") + per_row(raw, shift), per_row(raw, run_of_export).alias(normalize.BATCH_RUN))
     ).unique(maintain_order=True)
 
@@ -192,7 +177,7 @@ def build_ncu_batch(runs: list[tuple[str, list[Source]]], rules: normalize.Kerne
             table = schema.conform(name, frame.to_arrow())   # once, not per run
         return [table.slice(end - length, length) for end, length in zip(ends, np.diff(ends, prepend=0))]
 
-    for name, frame in (("kernels", kernels), ("metrics", metrics), ("rules", rule_rows)):
+    for name, frame in (("kernels", kernels), ("metrics", metrics), ("rules", rule_table)):
         for (_, one), table in zip(built.items(), by_run(name, frame)):
             one.tables[name] = table
     return built

@@ -268,10 +268,10 @@ def _profile_tables(members: list[Source], existing: dict[str, pa.Table], rules:
     metrics = normalize.merge_metrics(metric_frames)
     launches = merge_launches([m.result.launches for m in members], existing.get("kernels"))
     kernels = kernel_rows(launches, metrics, rules)
-    rule_rows = pl.concat([rule_rows(m.result.rules) for m in members]
+    rule_table = pl.concat([rule_rows(m.result.rules) for m in members]
                           + ([pl.from_arrow(existing["rules"]).drop("run_id", "model", "gpu")]
                              if "rules" in existing else []), how="vertical_relaxed").unique(maintain_order=True)
-    tables = {"kernels": kernels, "metrics": metrics, "rules": rule_rows}
+    tables = {"kernels": kernels, "metrics": metrics, "rules": rule_table}
     return tables, kernels.height, kernels["compute_capability"].drop_nulls().first()
 
 

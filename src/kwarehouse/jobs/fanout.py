@@ -31,18 +31,13 @@ from kwarehouse.build.isolate import isolated, one_line, warehouse_fault
 from kwarehouse.build.report import EmptyCapture, IngestReport, RunSummary
 from kwarehouse.build.sources import Source, stored_path
 from kwarehouse.errors import KwhError
+from kwarehouse.settings import DEFAULT_SETTINGS, Settings
 from kwarehouse.store.warehouse import IngestedFile, StagedRun, Warehouse
 
 log = logging.getLogger(__name__)
 
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]
-# Folders go to workers this many at a time (or up to this many input bytes): the runs of a job are
-# normalized and written together (build.batch.build_ncu_batch), and jobs stay many enough to balance
-# (the last job of one worker is all the other may wait for) and small enough for a worker's memory
-# (Settings.batch_bytes).
-JOB_FOLDERS = 8
-JOB_BYTES = 80 << 20
 
 
 @dataclass(frozen=True)
@@ -58,6 +53,7 @@ class IngestContext:
     existing_runs: frozenset[str]
     driver_pid: int = 0               # workers stop when it is gone
     known_empty: dict[str, str] = field(default_factory=dict)   # sha256 -> why it holds nothing to store
+    settings: Settings = DEFAULT_SETTINGS   # the driver's warehouse's
 
 
 @dataclass
@@ -101,7 +97,7 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
 
 def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     index, files = job
-    warehouse = Warehouse(context.warehouse_root)    # staging and rules only: no catalog access here
+    warehouse = Warehouse(context.warehouse_root, settings=context.settings)    # staging and rules only: no catalog access here
     warehouse.session_dir = Path(context.stage_dir)
     result = FolderResult(index, [p for p, _ in files])
     report = IngestReport()
@@ -152,9 +148,9 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     return result
 
 
-def job_folders(batches: list[list[tuple[Path, bool]]]) -> list[list[int]]:
-    """The folders (positions in `batches`) of each job, in order: up to JOB_FOLDERS folders or
-    JOB_BYTES of files a job."""
+def job_folders(batches: list[list[tuple[Path, bool]]], settings: Settings) -> list[list[int]]:
+    """The folders (positions in `batches`) of each job, in order: up to Settings.job_folders folders
+    or Settings.job_bytes of files a job (why those: kwarehouse.settings)."""
     jobs: list[list[int]] = []
     size = 0
     for index, batch in enumerate(batches):
@@ -164,7 +160,7 @@ def job_folders(batches: list[list[tuple[Path, bool]]]) -> list[list[int]]:
                 folder_bytes += path.stat().st_size
             except OSError:
                 pass
-        if not jobs or len(jobs[-1]) >= JOB_FOLDERS or size + folder_bytes > JOB_BYTES:
+        if not jobs or len(jobs[-1]) >= settings.job_folders or size + folder_bytes > settings.job_bytes:
             jobs.append([])
             size = 0
         jobs[-1].append(index)

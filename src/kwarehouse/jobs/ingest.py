@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from kwarehouse import build, normalize, schema
 from kwarehouse import ingest as readers
-from kwarehouse.build.batch import COMMIT_BEHIND, BuiltBatch, batch_full, build_batch, fell_back, fresh_members, supersedes
+from kwarehouse.build.batch import BuiltBatch, batch_full, build_batch, fell_back, fresh_members, supersedes
 from kwarehouse.build.discover import folder_batches, settled
 from kwarehouse.build.isolate import isolated, one_line
 from kwarehouse.build.report import IngestReport, RunSummary, extend
@@ -33,7 +33,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
 
     Folders are read in order and their runs committed in batches (a run's id includes its folder,
     so the pages of one report always share a folder): a batch is built and committed in threads
-    while the next folders are read (COMMIT_BEHIND), and memory holds at most three batches,
+    while the next folders are read (Settings.commit_behind), and memory holds at most three batches,
     however many folders there are.
     fan_out: read and normalize folders in parallel instead (kwarehouse.jobs.fanout.process_pool(jobs)
     or spark_tasks(session)); the result is the same.
@@ -68,7 +68,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     known_empty = (warehouse.empty_captures() if warehouse.exists else {}).get
 
     pending: dict[str, list[Source]] = {}
-    # Three stages overlap (COMMIT_BEHIND): this thread reads folders while one thread builds the last
+    # Three stages overlap (Settings.commit_behind): this thread reads folders while one thread builds the last
     # full batch (normalize) and another stages and commits the one before it. polars, pyarrow,
     # hashlib and SQLite leave the GIL, so one process keeps two cores busy (100 runs on 2 cores:
     # 17.0 s one stage after the other). Each batch's read, build and commit report into one
@@ -92,7 +92,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
         nonlocal reading
         settle(1)
         batch_report, reading = reading, IngestReport()
-        if not COMMIT_BEHIND:   # in this thread, before reading on
+        if not warehouse.settings.commit_behind:   # in this thread, before reading on
             commit_batch(groups, warehouse, model, tags, batch_report)
             extend(report, batch_report)
             return
@@ -113,7 +113,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
                 writer = warehouse.writer()
                 report.repairs.extend(writer.__enter__())
             pending.update(groups)   # a run id names its folder: folders never share one
-            if batch_full(pending):
+            if batch_full(pending, warehouse.settings):
                 start_commit(pending)
                 pending = {}
         if pending:
@@ -256,8 +256,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
         context = fanout.IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
                                 warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
-                                warehouse.empty_captures())
-        folders_of = fanout.job_folders(batches)
+                                warehouse.empty_captures(), warehouse.settings)
+        folders_of = fanout.job_folders(batches, warehouse.settings)
         jobs = [(i, [(str(p), explicit) for folder in folders for p, explicit in batches[folder]])
                 for i, folders in enumerate(folders_of)]
         seen: set[str] = set()

@@ -11,7 +11,8 @@ import pyarrow as pa
 from kwarehouse import normalize, schema
 from kwarehouse.build.report import RunSummary
 from kwarehouse.build.run import tag
-from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows, renormalize_timeline
+from kwarehouse.ingest.base import TIMELINE_COLUMNS
+from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -20,11 +21,6 @@ class RenormalizeReport:
     changed: list[RunSummary] = field(default_factory=list)
     unchanged: int = 0
     repairs: list[str] = field(default_factory=list)
-
-
-# Changed runs are committed this many at a time: a compacted file shared by many runs is rewritten
-# once per batch, not once per run (which made renormalize quadratic in time and disk).
-RENORMALIZE_BATCH = 200
 
 
 def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = None) -> RenormalizeReport:
@@ -64,11 +60,24 @@ def renormalize(warehouse: Warehouse, progress: Callable[[str], None] | None = N
                 continue
             pending.append((warehouse.stage_run(run_id, model, gpu, tables), []))
             report.changed.append(RunSummary(run_id, model, gpu, count, [], new=False))
-            if len(pending) >= RENORMALIZE_BATCH:
+            # committed Settings.renormalize_batch at a time: a compacted file shared by many runs is
+            # rewritten once per batch, not once per run (which made renormalize quadratic in time and disk)
+            if len(pending) >= warehouse.settings.renormalize_batch:
                 warehouse.commit_many(pending)
                 pending = []
         warehouse.commit_many(pending)
     return report
+
+
+def renormalize_timeline(stored: pl.DataFrame, rules: normalize.KernelRules) -> pl.DataFrame:
+    """kernel_launches rows normalized again from the reader's columns they keep (a column an older kwh
+    did not write is NULL: its FLOPs then come from the shapes alone)."""
+    reader = {**TIMELINE_COLUMNS, "launch_index": pl.Int64, "grid_size": pl.Int64, "block_size": pl.Int64}
+    rows = stored.select([pl.col(c).cast(t) if c in stored.columns else pl.lit(None, dtype=t).alias(c)
+                          for c, t in reader.items()])
+    normalized = normalize.normalize_timeline(rows, rules)
+    return normalized.select([c for c in schema.tables()["kernel_launches"].arrow.names
+                              if c not in ("run_id", "model", "gpu")])
 
 
 def _same_rows(name: str, old: pa.Table, new: pa.Table) -> bool:

@@ -1,13 +1,12 @@
 """The launch rows of an ncu run, merged from its exports (and what the warehouse holds of it), into its
-kernels table; the rule rows of its exports; stored timeline rows normalized again. Pure steps."""
+kernels table; the rule rows of its exports. Pure steps."""
 
 from __future__ import annotations
 
 import polars as pl
 import pyarrow as pa
 
-from kwarehouse import normalize, schema
-from kwarehouse.ingest.base import TIMELINE_COLUMNS
+from kwarehouse import normalize
 from kwarehouse.normalize import identity
 
 
@@ -113,14 +112,3 @@ def rule_rows(rules: pl.DataFrame) -> pl.DataFrame:
                               pl.when(pl.col("rule_type") != "").then(pl.col("rule_type")).alias("rule_type"),
                               pl.when(pl.col("speedup_type") != "").then(pl.col("speedup_type"))
                               .alias("speedup_type")).drop("speedup_text")
-
-
-def renormalize_timeline(stored: pl.DataFrame, rules: normalize.KernelRules) -> pl.DataFrame:
-    """kernel_launches rows normalized again from the reader's columns they keep (a column an older kwh
-    did not write is NULL: its FLOPs then come from the shapes alone)."""
-    reader = {**TIMELINE_COLUMNS, "launch_index": pl.Int64, "grid_size": pl.Int64, "block_size": pl.Int64}
-    rows = stored.select([pl.col(c).cast(t) if c in stored.columns else pl.lit(None, dtype=t).alias(c)
-                          for c, t in reader.items()])
-    normalized = normalize.normalize_timeline(rows, rules)
-    return normalized.select([c for c in schema.tables()["kernel_launches"].arrow.names
-                              if c not in ("run_id", "model", "gpu")])
