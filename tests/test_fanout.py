@@ -141,3 +141,28 @@ def test_an_ingest_with_nothing_new_still_clears_leftovers(tmp_path):
     report = ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     assert report.runs == [] and any("staged file(s)" in line for line in report.repairs)
     assert not warehouse.has_leftovers() and not any(warehouse.staging.rglob("*.parquet"))
+
+
+def test_a_failed_batch_of_a_job_the_driver_redoes_is_still_said(tmp_path, monkeypatch):
+    """A worker's batch that fails goes run by run and says why (IngestReport.fallbacks); when the driver
+    then redoes that job because it repeats content of an earlier job, the line was dropped with the
+    job's other results: the batch path's failure went unsaid."""
+    from kwarehouse import build
+    from kwarehouse.settings import Settings
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug of the batch path")
+    monkeypatch.setattr(build.batch, "build_ncu_batch", broken)
+    drop = tmp_path / "drop"
+    for name, source in (("a", "ncu-gpt2-h100"), ("b", "ncu-custom-cupy-h100"), ("c", "ncu-gpt2-h100"),
+                         ("d", "ncu-gtx1080-raw")):
+        shutil.copytree(DATA / source, drop / name)
+    # two folders a job: the second job (c, d) repeats the first's gpt2 pages, so the driver redoes it
+    warehouse = Warehouse(tmp_path / "wh", settings=Settings(job_folders=2))
+    report = ingest_job.ingest([drop], warehouse, fan_out=lambda jobs, context: (
+        fanout.prepare_folder(job, context) for job in jobs))
+    assert report.failed == [] and sorted(r.model for r in report.runs) == ["custom_cupy", "d", "gpt2"]
+    assert len(report.fallbacks) == 2, report.fallbacks
+    assert all("building them together failed (ValueError: a bug of the batch path)" in line
+               for line in report.fallbacks)
+    assert report.fallbacks[1].startswith(f"2 runs ({drop / 'c'}/")   # the second job's: c and d

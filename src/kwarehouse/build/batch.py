@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import sqlalchemy as sa
 
 from kwarehouse import normalize, schema
-from kwarehouse.build.isolate import one_line
+from kwarehouse.build.isolate import one_line, warehouse_fault
 from kwarehouse.build.report import IngestReport
 from kwarehouse.build.run import BuiltRun, in_page_order, run_record
 from kwarehouse.build.sources import Source
@@ -22,6 +23,7 @@ from kwarehouse.store import warehouse as store
 from kwarehouse.store.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # In a batch, a launch's id carries its run's position above these bits (ncu numbers launches from 0).
@@ -69,17 +71,38 @@ def build_batch(groups: dict[str, list[Source]], warehouse: Warehouse, model: st
             single[run_id] = members
         elif fresh := fresh_members(run_id, members, warehouse, report):
             batch[run_id] = fresh
-    built = {}
-    if len(batch) > 1:
-        try:
-            built = build_ncu_batch(list(batch.items()), normalize.KernelRules.load(warehouse.rules_dir),
-                                    model, tags)
-        except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
-            raise KwhError(f"{warehouse.root}: could not write runs {', '.join(batch)} ({one_line(exc)}); nothing "
-                           "of them was committed and runs committed before them are kept") from None
-        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
-            fell_back(report, batch, "building", exc)
+    built = build_together(batch, normalize.KernelRules.load(warehouse.rules_dir), model, tags, report,
+                           warehouse.root)
     return BuiltBatch(groups, batch, built, single if built else {**single, **batch})
+
+
+def build_together(runs: dict[str, list[Source]], rules: normalize.KernelRules, model: str | None,
+                   tags: dict[str, str], report: IngestReport, root) -> dict[str, BuiltRun]:
+    """The new ncu runs `runs` (batchable) built in one batch (build_ncu_batch), or {} when they go one
+    by one: fewer than two, or building them together failed for a reason of theirs (see together)."""
+    if len(runs) < 2:
+        return {}
+    return together(runs, "building", lambda: build_ncu_batch(list(runs.items()), rules, model, tags),
+                    report, root) or {}
+
+
+def together(runs: dict[str, list[Source]], step: str, attempt: Callable[[], T], report: IngestReport,
+             root) -> T | None:
+    """Batch, else run by run: attempt() does `step` (building, staging) to the runs of a batch together.
+    Its answer; or None when it failed for a reason of the runs (a file, a bug of the batch path): the
+    runs then go one by one (where a bad file fails alone), and why is recorded in report.fallbacks
+    (fell_back). A failure of the warehouse at `root` (warehouse_fault: disk full, catalog gone) is no
+    run's: it stops the ingest, one line, with nothing of the runs committed."""
+    try:
+        return attempt()
+    except Exception as exc:   # noqa: BLE001 - sorted here: only a warehouse's failure is raised
+        if not warehouse_fault(exc):
+            fell_back(report, runs, step, exc)
+            return None
+        if isinstance(exc, KwhError):
+            raise
+        raise KwhError(f"{root}: could not write runs {', '.join(runs)} ({one_line(exc)}); nothing of them was "
+                       "committed and runs committed before them are kept") from None
 
 
 def fell_back(report: IngestReport, runs: dict[str, list[Source]], step: str, exc: BaseException) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kwarehouse import build, normalize, schema
-from kwarehouse.build.batch import batchable, fell_back
+from kwarehouse.build.batch import batchable, together
 from kwarehouse.build.isolate import isolated, one_line, warehouse_fault
 from kwarehouse.build.report import EmptyCapture, IngestReport, RunSummary
 from kwarehouse.build.sources import Source, stored_path
@@ -114,20 +114,11 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     # rules may change between two ingests
     rules = normalize.KernelRules.load(warehouse.rules_dir)
     batch = {run_id: members for run_id, members in groups.items() if batchable(members)}
-    prepared: dict[str, PreparedRun] = {}
-    if len(batch) > 1:
-        step = "building"
-        try:
-            built_runs = build.batch.build_ncu_batch(list(batch.items()), rules, context.model, context.tags)
-            step = "staging"
-            staged_runs = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
-        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
-            if warehouse_fault(exc):
-                raise
-            fell_back(report, batch, step, exc)
-        else:
-            prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
-                        for s in staged_runs}
+    built_runs = build.batch.build_together(batch, rules, context.model, context.tags, report, warehouse.root)
+    staged_runs = built_runs and together(batch, "staging", lambda: warehouse.stage_runs(
+        [(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()]), report, warehouse.root)
+    prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
+                for s in staged_runs or []}
     for run_id, members in groups.items():
         if run_id in prepared:
             result.runs.append(prepared[run_id])

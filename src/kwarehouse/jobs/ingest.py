@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from kwarehouse import build, normalize, schema
 from kwarehouse import ingest as readers
-from kwarehouse.build.batch import BuiltBatch, batch_full, build_batch, fell_back, fresh_members, supersedes
+from kwarehouse.build.batch import BuiltBatch, batch_full, build_batch, fresh_members, supersedes, together
 from kwarehouse.build.discover import folder_batches, settled
 from kwarehouse.build.isolate import isolated, one_line
 from kwarehouse.build.report import IngestReport, RunSummary, extend
@@ -159,13 +159,9 @@ def commit_built(done: BuiltBatch, warehouse: Warehouse, model: str | None, tags
     single, built = done.single, done.built
     summaries: dict[str, RunSummary] = {}
     if built:
-        try:
-            staged = warehouse.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built.items()])
-        except (MemoryError, OSError, sa.exc.DatabaseError) as exc:
-            raise KwhError(f"{warehouse.root}: could not write runs {', '.join(done.batch)} ({one_line(exc)}); "
-                           "nothing of them was committed and runs committed before them are kept") from None
-        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone
-            fell_back(report, done.batch, "staging", exc)
+        staged = together(done.batch, "staging", lambda: warehouse.stage_runs(
+            [(run_id, b.model, b.gpu, b.tables) for run_id, b in built.items()]), report, warehouse.root)
+        if staged is None:
             single = {**single, **done.batch}
         else:
             try:
@@ -263,9 +259,11 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
         seen: set[str] = set()
         metadata: dict = {}
         for result in fan_out(jobs, context):
+            # why the worker went run by run (its batch failed) or failed its job, whether or not the
+            # driver redoes the job: a failed batch of a job redone for repeated content is still a
+            # failure of the batch path, said once (a redo for the warehouse's view has none to say)
+            report.fallbacks.extend(result.fallbacks)
             if result.redo or not seen.isdisjoint(result.shas):
-                if result.redo:   # a failed job says why (a redo for the warehouse's view says nothing)
-                    report.fallbacks.extend(result.fallbacks)
                 for run in result.runs:
                     warehouse.discard_staged(run.staged)
                 for folder in folders_of[result.index]:
@@ -280,7 +278,6 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
             seen.update(result.shas)
             report.skipped.extend(result.skipped)
             report.failed.extend(result.failed)
-            report.fallbacks.extend(result.fallbacks)
             report.empty.extend(result.empty)
             warehouse.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
             report.runs.extend(run.summary for run in result.runs)
