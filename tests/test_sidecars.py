@@ -72,4 +72,4 @@ def test_a_text_file_named_on_the_command_line_is_still_an_error(tmp_path):
     report = ingest_job.ingest([notes], Warehouse(tmp_path / "wh"))
     assert len(report.failed) == 1 and "notes.txt: not a recognised export" in report.failed[0]
     with pytest.raises(InputError, match="not a recognised export"):
-        sources.read_one(notes, True, None, lambda sha: None, {}, set(), IngestReport())
+        sources.read_one(notes, True, None, sources.Known.snapshot({}, {}), {}, set(), IngestReport())

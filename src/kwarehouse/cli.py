@@ -222,13 +222,13 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     elif jobs > 1:
         from kwarehouse.jobs import fanout
         fan_out = fanout.process_pool(jobs)
-    files = [p for p, _ in discover.discover(sources)]
-    if sys.stderr.isatty() and len(files) > 1:
-        with click.progressbar(length=len(files), label="Reading exports", file=sys.stderr) as bar:
-            report = ingest_job.ingest(sources, warehouse, format=format_, model=model, tags=tag_map,
+    found = discover.discover(sources)   # walked once: counted for the progress bar, then ingested
+    if sys.stderr.isatty() and len(found.files) > 1:
+        with click.progressbar(length=len(found.files), label="Reading exports", file=sys.stderr) as bar:
+            report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map,
                                      progress=lambda _: bar.update(1), fan_out=fan_out)
     else:
-        report = ingest_job.ingest(sources, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
+        report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.runs:

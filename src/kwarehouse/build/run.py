@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from kwarehouse import normalize, runmeta, schema
 from kwarehouse.build.report import IngestReport, RunSummary
-from kwarehouse.build.sources import Source, read_one, stored_path
+from kwarehouse.build.sources import Known, Source, read_one, stored_path
 from kwarehouse.errors import InputError, KwhError, display_path, internal_error
 from kwarehouse.normalize.launches import kernel_rows, merge_launches, rule_rows
 from kwarehouse.runmeta import check_name
@@ -35,22 +35,19 @@ LAUNCH_KEY = ["launch_id", "process_id", "process_name", "host_name", "context_i
 LOOSE_LAUNCH_KEY = ["launch_id", "context_id", "stream_id", "grid_dims", "block_dims"]
 
 
-def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Callable[[str], str | None],
-                metadata: dict, seen: set[str], report: IngestReport,
-                progress: Callable[[Path], None] | None = None,
-                earlier: Callable[[str], list[tuple[str, int, str]]] | None = None,
-                known_empty: Callable[[str], str | None] | None = None) -> dict[str, list[Source]]:
+def read_folder(batch: list[tuple[Path, bool]], format: str | None, known: Known, metadata: dict, seen: set[str],
+                report: IngestReport, progress: Callable[[Path], None] | None = None) -> dict[str, list[Source]]:
     """Read one folder's files and group them into runs; failures, skips and captures with nothing to
-    store go to `report`. known_empty(sha256): the reason recorded for a capture with nothing to store.
+    store go to `report`; known: what the warehouse holds already.
 
-    earlier(path) lists (sha256, size, run id) of files ingested from that path before: a file that
-    begins with the exact bytes of one of them is its complete version (the earlier one was ingested
-    while still being copied), and replaces that run; the run's other files are then read again."""
+    known.earlier(path) lists (sha256, size, run id) of files ingested from that path before: a file
+    that begins with the exact bytes of one of them is its complete version (the earlier one was
+    ingested while still being copied), and replaces that run; the run's other files are then read again."""
     read = []
     for path, explicit in batch:
         if progress:
             progress(path)
-        source = _read_reporting(path, explicit, format, already, metadata, seen, report, earlier, known_empty)
+        source = _read_reporting(path, explicit, format, known, metadata, seen, report)
         if source is not None:
             read.append(source)
     superseded = {s.supersedes for s in read if s.supersedes}
@@ -61,25 +58,21 @@ def read_folder(batch: list[tuple[Path, bool]], format: str | None, already: Cal
         here = {display_path(path) for path, _ in batch}
         redo = {p for p, why in report.skipped if why in again and p in here}
         report.skipped[:] = [(p, why) for p, why in report.skipped if p not in redo or why not in again]
-
-        def not_superseded(sha: str) -> str | None:
-            run = already(sha)
-            return None if run in superseded else run
+        not_superseded = known.ignoring(superseded)
         for path, explicit in batch:
             if display_path(path) in redo:
-                source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report, None,
-                                         known_empty)
+                source = _read_reporting(path, explicit, format, not_superseded, metadata, seen, report)
                 if source is not None:
                     read.append(source)
     return group_runs(read)
 
 
-def _read_reporting(path: Path, explicit: bool, format: str | None, already, metadata: dict, seen: set[str],
-                    report: IngestReport, earlier, known_empty=None) -> Source | None:
+def _read_reporting(path: Path, explicit: bool, format: str | None, known: Known, metadata: dict, seen: set[str],
+                    report: IngestReport) -> Source | None:
     """read_one, with a bad file's error (or an unforeseen failure: a reader's bug) in `report` instead
     of raised. Only the warehouse's own failures (its catalog cannot be read) stop the ingest."""
     try:
-        source = read_one(path, explicit, format, already, metadata, seen, report, earlier, known_empty)
+        source = read_one(path, explicit, format, known, metadata, seen, report)
         if source is not None:
             run_key(source)   # what groups it into a run reads its launches: a failure there is this file's
         return source

@@ -16,6 +16,7 @@ from kwarehouse.errors import InputError, NothingToStore, display_path
 from kwarehouse.ingest import archives, empty_captures, gzipped, ncu_csv
 from kwarehouse.ingest.base import ReadResult
 from kwarehouse.runmeta import RunMetadata, check_name, read_metadata
+from kwarehouse.store.warehouse import Warehouse
 
 
 # Names of files that often sit beside exports (notes, logs, tool output). Content decides what a file
@@ -51,6 +52,53 @@ class Source:
     supersedes: str | None = None   # a run ingested from a shorter, partial copy of this file
 
 
+class Known:
+    """What the warehouse already holds, as reading a file asks it: the run a file's content went
+    into, the reason recorded for a capture with nothing to store, and the files ingested from a path
+    before. Built once per ingest (the driver's) or per job (a fan-out worker's snapshot).
+
+    In the one-process ingest the run and the earlier files are asked of the catalog at each file,
+    not read once: another writer may commit while this ingest reads (what it records meanwhile is
+    skipped here, and checked again under the lock before a commit). The few empty captures are read
+    once (one another ingest records meanwhile is recorded once all the same)."""
+
+    def __init__(self, run_of: Callable[[str], str | None], empty: dict[str, str],
+                 earlier: Callable[[str], list[tuple[str, int, str]]] | None = None,
+                 ignoring: frozenset[str] = frozenset()):
+        self._run_of, self._empty, self._earlier, self._ignoring = run_of, empty, earlier, ignoring
+
+    @classmethod
+    def in_warehouse(cls, warehouse: Warehouse) -> Known:
+        """Asking `warehouse`'s catalog (nothing, while it does not exist yet)."""
+        return cls(lambda sha: warehouse.ingested_run(sha) if warehouse.exists else None,
+                   warehouse.empty_captures() if warehouse.exists else {},
+                   lambda path: warehouse.ingested_at_path(path) if warehouse.exists else [])
+
+    @classmethod
+    def snapshot(cls, ingested: dict[str, str], empty: dict[str, str]) -> Known:
+        """From what a fan-out's driver read under its lock (sha256 -> run id, sha256 -> reason); no
+        earlier files: a folder with a file from a path ingested before is redone by the driver."""
+        return cls(ingested.get, empty)
+
+    def ignoring(self, runs: set[str]) -> Known:
+        """This lookup, with the files of `runs` (partial runs a complete file replaces) not ingested,
+        and no earlier files asked (a file read again is not itself checked for a partial copy)."""
+        return Known(self._run_of, self._empty, None, self._ignoring | frozenset(runs))
+
+    def run(self, sha256: str) -> str | None:
+        """The run a file with this content went into, if any."""
+        run = self._run_of(sha256)
+        return None if run in self._ignoring else run
+
+    def empty(self, sha256: str) -> str | None:
+        """The reason recorded for a capture with this content that held nothing to store, if any."""
+        return self._empty.get(sha256)
+
+    def earlier(self, path: Path) -> list[tuple[str, int, str]] | None:
+        """(sha256, size, run id) of the files ingested from `path` before; None when not asked."""
+        return None if self._earlier is None else self._earlier(stored_path(path))
+
+
 def sha256_of(path: Path) -> str:
     """The content's hash; for a gzip-compressed export, of what it decompresses to, so a compressed
     copy of a file already ingested is recognised as the same file."""
@@ -79,12 +127,10 @@ def _sha256(chunks) -> str:
     return digest.hexdigest()
 
 
-def read_one(path: Path, explicit: bool, format: str | None, already: Callable[[str], str | None],
-              metadata: dict, seen: set[str], report: IngestReport, earlier=None,
-              known_empty: Callable[[str], str | None] | None = None) -> Source | None:
+def read_one(path: Path, explicit: bool, format: str | None, known: Known, metadata: dict, seen: set[str],
+             report: IngestReport) -> Source | None:
     """Read one file, or None (with the reason in `report.skipped`, or `report.empty` for a capture
-    with nothing to store) when it is not to be ingested. already(sha256) names the run a file with
-    that content went into, if any; known_empty(sha256) the reason recorded for an empty capture."""
+    with nothing to store) when it is not to be ingested (known: what the warehouse holds already)."""
     if path.is_symlink() and not path.exists():
         raise InputError(path, "broken symbolic link; point it at an export or remove it")
     if not path.is_file():
@@ -124,7 +170,7 @@ def read_one(path: Path, explicit: bool, format: str | None, already: Callable[[
         line = empty_captures.ncu_profiled_nothing(path)
         if line is not None:   # ncu's output with no report in it: it profiled nothing
             nothing = NothingToStore(path, empty_captures.NCU_NOTHING_PROFILED_REASON, line=line or None)
-            _nothing_to_store(path, sha256_of(path), "ncu-log", nothing, seen, report, known_empty)
+            _nothing_to_store(path, sha256_of(path), "ncu-log", nothing, seen, report, known)
             return None
         if explicit or path.suffix.lower() in EXPORT_SUFFIXES:
             raise readers.unrecognised(path)
@@ -136,21 +182,22 @@ def read_one(path: Path, explicit: bool, format: str | None, already: Callable[[
     if sha in seen:
         report.skipped.append((display_path(path), "same content as another file in this ingest"))
         return None
-    run_id = already(sha)
+    run_id = known.run(sha)
     if run_id is not None:
         report.skipped.append((display_path(path), f"already ingested (run {run_id})"))
         return None
-    if known_empty is not None and (reason := known_empty(sha)) is not None:
+    if (reason := known.empty(sha)) is not None:
         report.skipped.append((display_path(path), f"already ingested (nothing to store: {reason})"))
         return None
-    supersedes = _partial_copy_of(path, before[0], earlier(stored_path(path))) if earlier else None
+    earlier = known.earlier(path)
+    supersedes = _partial_copy_of(path, before[0], earlier) if earlier else None
     folder = path.parent.absolute()
     try:
         result = readers.read_with(reader, path, data)
         if empty_captures.holds_nothing(result):
             raise NothingToStore(path, empty_captures.no_rows_reason(result))
     except NothingToStore as nothing:
-        _nothing_to_store(path, sha, reader.name, nothing, seen, report, known_empty, before[0])
+        _nothing_to_store(path, sha, reader.name, nothing, seen, report, known, before[0])
         return None
     del data
     if result.gpu_name:
@@ -172,13 +219,13 @@ def read_one(path: Path, explicit: bool, format: str | None, already: Callable[[
 
 
 def _nothing_to_store(path: Path, sha: str, format: str, nothing: NothingToStore, seen: set[str],
-                      report: IngestReport, known_empty, size: int | None = None) -> None:
+                      report: IngestReport, known: Known, size: int | None = None) -> None:
     """Report a capture with nothing to store (recorded in the catalog at the end of the ingest), or
     skip it when its content was met before."""
     if sha in seen:
         report.skipped.append((display_path(path), "same content as another file in this ingest"))
         return
-    if known_empty is not None and (reason := known_empty(sha)) is not None:
+    if (reason := known.empty(sha)) is not None:
         report.skipped.append((display_path(path), f"already ingested (nothing to store: {reason})"))
         return
     seen.add(sha)

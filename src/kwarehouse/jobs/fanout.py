@@ -29,7 +29,7 @@ from kwarehouse import build, normalize, schema
 from kwarehouse.build.batch import batchable, together
 from kwarehouse.build.isolate import isolated, one_line, warehouse_fault
 from kwarehouse.build.report import EmptyCapture, IngestReport, RunSummary
-from kwarehouse.build.sources import Source, stored_path
+from kwarehouse.build.sources import Known, Source, stored_path
 from kwarehouse.errors import KwhError
 from kwarehouse.settings import DEFAULT_SETTINGS, Settings
 from kwarehouse.store.warehouse import IngestedFile, StagedRun, Warehouse
@@ -102,8 +102,9 @@ def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     result = FolderResult(index, [p for p, _ in files])
     report = IngestReport()
     seen: set[str] = set()
-    groups = build.run.read_folder([(Path(p), explicit) for p, explicit in files], context.format,
-                                  context.ingested.get, {}, seen, report, known_empty=context.known_empty.get)
+    known = Known.snapshot(context.ingested, context.known_empty)
+    groups = build.run.read_folder([(Path(p), explicit) for p, explicit in files], context.format, known, {}, seen,
+                                   report)
     result.shas = sorted(seen)
     result.skipped, result.failed, result.empty = report.skipped, report.failed, report.empty
     if any(run_id in context.existing_runs for run_id in groups) or any(

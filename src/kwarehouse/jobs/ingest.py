@@ -15,21 +15,22 @@ import sqlalchemy as sa
 from kwarehouse import build, normalize, schema
 from kwarehouse import ingest as readers
 from kwarehouse.build.batch import BuiltBatch, batch_full, build_batch, fresh_members, supersedes, together
-from kwarehouse.build.discover import folder_batches, settled
+from kwarehouse.build.discover import Found, discover, settled
 from kwarehouse.build.isolate import isolated, one_line
 from kwarehouse.build.report import IngestReport, RunSummary, extend
-from kwarehouse.build.sources import Source
+from kwarehouse.build.sources import Known, Source
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.jobs import fanout
 from kwarehouse.runmeta import RunMetadata, check_name
 from kwarehouse.store.warehouse import Warehouse
 
 
-def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None = None,
+def ingest(sources: Iterable[Path] | Found, warehouse: Warehouse, *, format: str | None = None,
            model: str | None = None, tags: dict[str, str] | None = None,
            progress: Callable[[Path], None] | None = None, fan_out=None,
            settle_seconds: float = 0) -> IngestReport:
-    """Ingest every export under `sources` into `warehouse`. Bad files are reported, never fatal.
+    """Ingest every export under `sources` (paths, or what discover found under them) into `warehouse`.
+    Bad files are reported, never fatal.
 
     Folders are read in order and their runs committed in batches (a run's id includes its folder,
     so the pages of one report always share a folder): a batch is built and committed in threads
@@ -47,7 +48,10 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     if "gpu" in tags:
         tags["gpu"] = check_name("gpu", tags["gpu"], "--tag gpu")
     report = IngestReport()
-    batches = folder_batches(sources, report)
+    found = sources if isinstance(sources, Found) else discover(sources)
+    report.skipped.extend(found.skipped)
+    report.failed.extend(found.failed)
+    batches = found.batches()
     if settle_seconds:
         batches = settled(batches, settle_seconds, report)
     if fan_out is not None:
@@ -57,15 +61,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     seen: set[str] = set()
     writer = None
 
-    def already(sha: str) -> str | None:
-        return warehouse.ingested_run(sha) if warehouse.exists else None
-
-    def earlier(path: str) -> list[tuple[str, int, str]]:
-        return warehouse.ingested_at_path(path) if warehouse.exists else []
-
-    # few, and looked up for every file: read once (a capture another ingest records meanwhile is
-    # recorded once all the same)
-    known_empty = (warehouse.empty_captures() if warehouse.exists else {}).get
+    known = Known.in_warehouse(warehouse)
 
     pending: dict[str, list[Source]] = {}
     # Three stages overlap (Settings.commit_behind): this thread reads folders while one thread builds the last
@@ -74,8 +70,8 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     # 17.0 s one stage after the other). Each batch's read, build and commit report into one
     # IngestReport, merged in batch order: the report of a one-after-the-other ingest, line for line.
     # Reading and building ahead of a commit is safe: a file of this ingest is found by `seen`, not by
-    # `already`, and folders never share a run; only a commit that replaces a run (a partial copy's)
-    # changes what `already` answers, and reading waits for it. At most three batches are held: read,
+    # `known.run`, and folders never share a run; only a commit that replaces a run (a partial copy's)
+    # changes what `known.run` answers, and reading waits for it. At most three batches are held: read,
     # built, staged (peak RSS 909-990 MiB for 100-1,000 runs of 9 MB, against 683-699 one at a time).
     reading = IngestReport()
     in_flight: list[tuple[Future, IngestReport]] = []   # commits, oldest first
@@ -106,7 +102,7 @@ def ingest(sources: Iterable[Path], warehouse: Warehouse, *, format: str | None 
     committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwh-commit")
     try:
         for batch in batches:
-            groups = build.run.read_folder(batch, format, already, metadata, seen, reading, progress, earlier, known_empty)
+            groups = build.run.read_folder(batch, format, known, metadata, seen, reading, progress)
             if not groups:
                 continue
             if writer is None:   # the lock is taken once, at the first folder with something to commit
@@ -253,6 +249,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                                 warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
                                 frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
                                 warehouse.empty_captures(), warehouse.settings)
+        # the driver's own reads (a job redone here) ask the catalog, as the one-process ingest does
+        known = Known(warehouse.ingested_run, context.known_empty, warehouse.ingested_at_path)
         folders_of = fanout.job_folders(batches, warehouse.settings)
         jobs = [(i, [(str(p), explicit) for folder in folders for p, explicit in batches[folder]])
                 for i, folders in enumerate(folders_of)]
@@ -267,9 +265,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                 for run in result.runs:
                     warehouse.discard_staged(run.staged)
                 for folder in folders_of[result.index]:
-                    groups = build.run.read_folder(batches[folder], format, warehouse.ingested_run, metadata,
-                                                  seen, report, progress, warehouse.ingested_at_path,
-                                                  context.known_empty.get)
+                    groups = build.run.read_folder(batches[folder], format, known, metadata, seen, report,
+                                                   progress)
                     commit_groups(groups, warehouse, model, tags, report)
                 continue
             if progress:
