@@ -17,8 +17,8 @@ from kwarehouse.build.report import IngestReport
 from kwarehouse.build.run import BuiltRun, in_page_order, run_record
 from kwarehouse.build.sources import Source
 from kwarehouse.errors import KwhError, display_path
-from kwarehouse.settings import Settings
 from kwarehouse.normalize.launches import kernel_rows, launch_frames, merged_launch_rows, rule_rows, with_dims
+from kwarehouse.settings import Settings
 from kwarehouse.store import warehouse as store
 from kwarehouse.store.warehouse import Warehouse
 

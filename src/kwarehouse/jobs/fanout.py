@@ -97,7 +97,8 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
 
 def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     index, files = job
-    warehouse = Warehouse(context.warehouse_root, settings=context.settings)    # staging and rules only: no catalog access here
+    # staging and rules only: no catalog access here
+    warehouse = Warehouse(context.warehouse_root, settings=context.settings)
     warehouse.session_dir = Path(context.stage_dir)
     result = FolderResult(index, [p for p, _ in files])
     report = IngestReport()

@@ -21,7 +21,8 @@ LAUNCH_COLUMNS = ["launch_id", "kernel_name", "kernel_mangled", "process_id", "p
 
 
 def merge_launches(exports: list[pl.DataFrame], existing: pa.Table | None) -> pl.DataFrame:
-    """One row per launch from the launch rows of every export of the run (in page order): the first non-null value of each field.
+    """One row per launch from the launch rows of every export of the run (in page order): the first
+    non-null value of each field.
     kernel_name prefers the spelling a tool printed, then one kwh demangled, then a mangled one;
     kernel_mangled keeps the mangled one."""
     frames = []
