@@ -130,7 +130,6 @@ KWH_INGEST = f"""
 import sys
 from pathlib import Path
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.jobs import compact as compact_job
 from kwarehouse.jobs import fanout
 from kwarehouse.store.warehouse import Warehouse
 engine, jobs = sys.argv[3], int(sys.argv[4])
@@ -248,7 +247,6 @@ print(n)
 """
 COMPACT = f"""
 import sys
-from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import compact as compact_job
 from kwarehouse.store.warehouse import Warehouse
 print(len(compact_job.compact(Warehouse(sys.argv[1]))))

@@ -356,7 +356,6 @@ import os, sys
 from pathlib import Path
 from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import compact as compact_job
-from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.store import catalog, publish, warehouse as store
 from kwarehouse.store.warehouse import Warehouse
 

@@ -111,7 +111,6 @@ KILLED_AFTER_STAGING = """
 import os, sys
 from pathlib import Path
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.build.report import IngestReport
 from kwarehouse.jobs import fanout
 from kwarehouse.store.warehouse import Warehouse
 

@@ -1,6 +1,7 @@
 """Ingest fan-out: read, normalize and stage folders of exports in parallel (worker processes with
-`kwh ingest --jobs N`, or Spark tasks with `--engine spark`); the driver commits each staged run
-through the catalog, one at a time, in folder order.
+`kwh ingest --jobs N`, or Spark tasks with `--engine spark`) with build/'s steps; the driver
+(jobs/ingest.py, ingest_fanned_out) commits each staged run through the catalog, one at a time, in
+folder order.
 
 Why the result equals a one-process ingest: the driver holds the writer lock from before the first
 task starts until the last commit, so the catalog the workers were given (which files and runs are

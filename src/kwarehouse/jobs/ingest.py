@@ -236,7 +236,8 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                       format: str | None, model: str | None, tags: dict[str, str],
                       progress: Callable[[Path], None] | None = None,
                       report: IngestReport | None = None) -> IngestReport:
-    """ingest with the folders prepared by `fan_out` and committed here."""
+    """ingest with the folders prepared by `fan_out` (kwarehouse.jobs.fanout: the workers) and committed
+    here, by the driver, under its writer lock."""
     report = report or IngestReport()
     if not batches:
         if warehouse.has_leftovers():     # nothing to read, but a crashed writer's work to undo
@@ -246,9 +247,9 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
     with warehouse.writer() as repairs:
         report.repairs.extend(repairs)
         context = fanout.IngestContext(str(warehouse.root), str(warehouse.session_dir), format, model, tags,
-                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
-                                frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
-                                warehouse.empty_captures(), warehouse.settings)
+                                       warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
+                                       frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
+                                       warehouse.empty_captures(), warehouse.settings)
         # the driver's own reads (a job redone here) ask the catalog, as the one-process ingest does
         known = Known(warehouse.ingested_run, context.known_empty, warehouse.ingested_at_path)
         folders_of = fanout.job_folders(batches, warehouse.settings)
