@@ -72,7 +72,7 @@ def build_batch(groups: dict[str, list[Source]], warehouse: Warehouse, model: st
         elif fresh := fresh_members(run_id, members, warehouse, report):
             batch[run_id] = fresh
     built = build_together(batch, normalize.KernelRules.load(warehouse.rules_dir), model, tags, report,
-                           warehouse.root)
+                           warehouse.root) if len(batch) > 1 else {}
     return BuiltBatch(groups, batch, built, single if built else {**single, **batch})
 
 
