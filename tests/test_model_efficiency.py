@@ -12,7 +12,7 @@ from conftest import DATA, rows
 
 from kwarehouse import normalize
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.normalize import launches
+from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -110,9 +110,9 @@ def test_a_tensor_gemm_without_tensor_counters_or_shapes_is_never_put_against_th
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~(pl.col("metric").str.starts_with("sm__ops_path_tensor_src")
                                & pl.col("metric").str.ends_with(".sum")))     # the counts; ncu's peaks stay
-    launches = pl.from_arrow(stored["kernels"]).select(launches.LAUNCH_COLUMNS).with_columns(
+    launches = pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS).with_columns(
         pl.lit(None, dtype=pl.String).alias("nvtx_push_pop"), pl.lit(None, dtype=pl.String).alias("nvtx_start_end"))
-    kernels = launches.kernel_rows(launches, metrics, normalize.KernelRules.load())
+    kernels = kernel_rows(launches, metrics, normalize.KernelRules.load())
     gemm = kernels.filter(pl.col("launch_id") == 2).row(0, named=True)
     assert gemm["op_class"] == "gemm" and gemm["math_dtype"] == "fp8_e4m3" and gemm["framework_op"] is None
     assert gemm["flops_source"] == "ncu CUDA-core counters" and gemm["useful_flops"] is None

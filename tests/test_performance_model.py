@@ -10,7 +10,7 @@ import pytest
 from conftest import DATA, rows
 
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.normalize import launches
+from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows
 from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.normalize import peaks
 from kwarehouse.store.warehouse import Warehouse
@@ -173,7 +173,7 @@ def test_without_ncus_own_peaks_the_published_table_gives_the_roof(gpt2_11b):
     stored = gpt2_11b.read_run(run_id)
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~pl.col("metric").str.ends_with(".peak_sustained"))   # as --metrics without them
-    kernels = launches.kernel_rows(pl.from_arrow(stored["kernels"]).select(launches.LAUNCH_COLUMNS), metrics,
+    kernels = kernel_rows(pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS), metrics,
                                    normalize.KernelRules.load())
     gemm = kernels.filter(pl.col("launch_id") == 10).row(0, named=True)
     assert gemm["peak_flops_per_s"] == peaks.peak("NVIDIA H100 80GB HBM3", "bf16").tensor_dense_flops_per_s == 989.5e12
@@ -227,7 +227,7 @@ def test_without_tensor_counters_the_op_shapes_give_the_flops(gpt2_11b):
     stored = gpt2_11b.read_run(run_id)
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~pl.col("metric").str.starts_with("sm__ops_path_tensor_src"))
-    kernels = launches.kernel_rows(pl.from_arrow(stored["kernels"]).select(launches.LAUNCH_COLUMNS), metrics,
+    kernels = kernel_rows(pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS), metrics,
                                    normalize.KernelRules.load())
     by_id = {row["launch_id"]: row for row in kernels.iter_rows(named=True)}
     gemm = by_id[10]                                   # aten::addmm [768], [1024, 768], [768, 768]
