@@ -23,7 +23,8 @@ pytest.importorskip("mcp")
 from anyio.from_thread import start_blocking_portal  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from kwarehouse import pipeline, views  # noqa: E402
+from kwarehouse import views  # noqa: E402
+from kwarehouse.jobs import ingest as ingest_job  # noqa: E402
 from kwarehouse.answers import confined  # noqa: E402
 from kwarehouse.cli import main  # noqa: E402
 from kwarehouse.store.warehouse import Warehouse  # noqa: E402
@@ -265,7 +266,7 @@ def second_night(server, warehouse, tmp_path_factory):
 
     def ingest():
         try:
-            report = pipeline.ingest([night], Warehouse(warehouse.root))
+            report = ingest_job.ingest([night], Warehouse(warehouse.root))
             assert report.failed == []
         finally:
             done.set()

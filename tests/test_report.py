@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.answers import report
 from kwarehouse.store.warehouse import Warehouse
 
@@ -37,7 +37,7 @@ def report_file(tmp_path_factory) -> Path:
                                                   .replace('"2026-11-23"', f'"{day}"'))
         folders.append(folder)
     warehouse = Warehouse(base / "wh")
-    report_ = pipeline.ingest(folders + [DATA / "ncu-llama-h100-variants", DATA / "ncu-custom-cupy-h100",
+    report_ = ingest_job.ingest(folders + [DATA / "ncu-llama-h100-variants", DATA / "ncu-custom-cupy-h100",
                                          DATA / "torch-trace-gpt2"], warehouse)
     assert report_.failed == []
     path = base / "report.html"
@@ -94,7 +94,7 @@ def test_the_report_renders_in_headless_chromium_offline(report_file, tmp_path):
 
 def test_filters_keep_the_stall_section_and_labels_and_colours_are_distinct(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], warehouse)
     html = report.build(warehouse, report.Filters("llama", None, None))
     assert "Warp stall breakdown per op class" in html
     assert len(set(report.STALL_PALETTE)) == len(report.STALL_PALETTE) >= 19
@@ -201,7 +201,7 @@ def issue33(request, tmp_path_factory) -> tuple[Warehouse, ReportPage, str]:
         sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
                    DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
     warehouse = Warehouse(base / "wh")
-    result = pipeline.ingest(sources, warehouse)
+    result = ingest_job.ingest(sources, warehouse)
     assert result.failed == []
     return warehouse, ReportPage(report.build(warehouse)), request.param
 

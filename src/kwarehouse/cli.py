@@ -208,8 +208,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
       kwh ingest --jobs 2 fleet/
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
-    from kwarehouse import pipeline
+    from kwarehouse.build import discover
     from kwarehouse.collect.command import parse_tags
+    from kwarehouse.jobs import ingest as ingest_job
     tag_map = parse_tags(tags)
     if gpu is not None:
         tag_map["gpu"] = gpu
@@ -221,13 +222,13 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     elif jobs > 1:
         from kwarehouse.jobs import fanout
         fan_out = fanout.process_pool(jobs)
-    files = [p for p, _ in pipeline.discover(sources)]
-    if sys.stderr.isatty() and len(files) > 1:
-        with click.progressbar(length=len(files), label="Reading exports", file=sys.stderr) as bar:
-            report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map,
+    found = discover.discover(sources)   # walked once: counted for the progress bar, then ingested
+    if sys.stderr.isatty() and len(found.files) > 1:
+        with click.progressbar(length=len(found.files), label="Reading exports", file=sys.stderr) as bar:
+            report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map,
                                      progress=lambda _: bar.update(1), fan_out=fan_out)
     else:
-        report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
+        report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.runs:
@@ -467,9 +468,9 @@ def renormalize(warehouse: Warehouse):
     Example:
       kwh renormalize
     """
-    from kwarehouse import pipeline
+    from kwarehouse.jobs import renormalize
     _require_warehouse(warehouse)
-    report = pipeline.renormalize(warehouse)
+    report = renormalize.renormalize(warehouse)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.changed:
@@ -705,9 +706,9 @@ def compact(warehouse: Warehouse):
     Example:
       kwh compact
     """
-    from kwarehouse import pipeline
+    from kwarehouse.jobs import compact
     _require_warehouse(warehouse)
-    merged = pipeline.compact(warehouse)
+    merged = compact.compact(warehouse)
     click.echo(f"compacted {len(merged)} partition(s)")
 
 

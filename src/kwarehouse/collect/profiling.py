@@ -53,7 +53,7 @@ DEFAULT_LAUNCH_COUNT = 100
 # The estimate is measured again once the pass has profiled this many launches (the first one's time
 # includes the command's start-up, so the rate is taken between the first and the last of them).
 MEASURED_LAUNCHES = 3
-PARTIAL_SUFFIX = ".part"          # pipeline.TEMPORARY_SUFFIXES: kwh ingest skips it
+PARTIAL_SUFFIX = ".part"          # build/sources.py TEMPORARY_SUFFIXES: kwh ingest skips it
 NARROW_NCU = ("fewer sections (--preset quick), fewer launches (--launch-count 10), fewer kernels (--top 3 or a "
               "--kernel-regex of one kernel), or a newer ncu")
 
