@@ -1,7 +1,7 @@
-"""What bounds ingest: cProfile of a one-process kwh ingest (pipeline.ingest, as bench/run.py's kwh step)
+"""What bounds ingest: cProfile of a one-process kwh ingest (ingest_job.ingest, as bench/run.py's kwh step)
 of a fleet folder, printing the wall time, the top entries by own time and by cumulative time, and the
 count and time of polars collect calls (issue 23 counted ~170 per run). cProfile sees one thread, so
-the profile runs the stages one after the other (pipeline.COMMIT_BEHIND off); --stages instead runs the
+the profile runs the stages one after the other (Settings.commit_behind off); --stages instead runs the
 ingest as kwh does (reading, building and committing overlapped) and prints each stage's busy time.
 
     .venv/bin/python bench/profile_ingest.py /tmp/P-fleet100          # bench/run.py's build_fleet output
@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse import build
+from kwarehouse.settings import Settings
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -35,14 +37,13 @@ def main() -> None:
     if args.stages:
         stage_times(args.fleet)
         return
-    pipeline.COMMIT_BEHIND = False
     with tempfile.TemporaryDirectory(prefix="kwh-profile-") as tmp:
-        warehouse = Warehouse(Path(tmp) / "wh")
+        warehouse = Warehouse(Path(tmp) / "wh", settings=Settings(commit_behind=False))
         profile = cProfile.Profile()
         load = os.getloadavg()[0]
         started, cpu_started = time.perf_counter(), time.process_time()
         profile.enable()
-        report = pipeline.ingest([args.fleet], warehouse)
+        report = ingest_job.ingest([args.fleet], warehouse)
         profile.disable()
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     runs, kernels = len(report.runs), sum(r.kernels for r in report.runs)
@@ -82,18 +83,20 @@ def stage_times(fleet: Path) -> None:
                 busy[name] += time.perf_counter() - started
         return wrapper
 
-    originals = {name: getattr(pipeline, name) for name in busy}
+    # where each stage is looked up when the ingest calls it
+    homes = {"read_folder": build.run, "build_batch": ingest_job, "commit_built": ingest_job}
+    originals = {name: getattr(homes[name], name) for name in busy}
     for name, function in originals.items():
-        setattr(pipeline, name, timed(name, function))
+        setattr(homes[name], name, timed(name, function))
     try:
         with tempfile.TemporaryDirectory(prefix="kwh-stages-") as tmp:
             load = os.getloadavg()[0]
             started, cpu_started = time.perf_counter(), time.process_time()
-            report = pipeline.ingest([fleet], Warehouse(Path(tmp) / "wh"))
+            report = ingest_job.ingest([fleet], Warehouse(Path(tmp) / "wh"))
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         for name, function in originals.items():
-            setattr(pipeline, name, function)
+            setattr(homes[name], name, function)
     print(f"{len(report.runs)} runs in {wall:.1f} s wall, {cpu:.1f} s CPU (all threads; load {load:.1f} at the "
           f"start, {os.getloadavg()[0]:.1f} at the end)")
     for name, seconds in busy.items():

@@ -129,7 +129,7 @@ PEAK = ("import resource; print(max(resource.getrusage(resource.RUSAGE_SELF).ru_
 KWH_INGEST = f"""
 import sys
 from pathlib import Path
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import fanout
 from kwarehouse.store.warehouse import Warehouse
 engine, jobs = sys.argv[3], int(sys.argv[4])
@@ -138,7 +138,7 @@ if engine == "spark":
     fan_out = fanout.spark_tasks(spark.local_session(jobs))
 else:
     fan_out = fanout.process_pool(jobs) if jobs > 1 else None
-report = pipeline.ingest([Path(sys.argv[1])], Warehouse(sys.argv[2]), fan_out=fan_out)
+report = ingest_job.ingest([Path(sys.argv[1])], Warehouse(sys.argv[2]), fan_out=fan_out)
 assert not report.failed, report.failed[:3]
 print(sum(r.kernels for r in report.runs))
 {PEAK}
@@ -247,9 +247,9 @@ print(n)
 """
 COMPACT = f"""
 import sys
-from kwarehouse import pipeline
+from kwarehouse.jobs import compact as compact_job
 from kwarehouse.store.warehouse import Warehouse
-print(len(pipeline.compact(Warehouse(sys.argv[1]))))
+print(len(compact_job.compact(Warehouse(sys.argv[1]))))
 {PEAK}
 """
 QUERIES = f"""

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import duckdb
 
-from kwarehouse import pipeline, schema, views
+from kwarehouse import schema, views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store import bind
 from kwarehouse.store.warehouse import Warehouse
 
@@ -40,7 +41,7 @@ REPLICATED = {"kernel_launches", "kernels", "runs"}
 def build(corpus: Path, work: Path, runs: int, models: int) -> Path:
     """Ingest the corpus, then write the replicated fleet's Parquet under work/fleet; returns that folder."""
     warehouse = Warehouse(work / "wh")
-    report = pipeline.ingest([corpus], warehouse)
+    report = ingest_job.ingest([corpus], warehouse)
     if report.failed:
         print(f"(ignored {len(report.failed)} file(s) the ingest refused)")
     con = warehouse.connect()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import pipeline, schema
+from kwarehouse import schema
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 DATA = Path(__file__).parent / "data"
@@ -104,7 +105,7 @@ def pristine_warehouse(tmp_path_factory) -> Path:
     """Every good test export ingested once per session (tests get copies)."""
     warehouse = Warehouse(tmp_path_factory.mktemp("pristine") / "wh")
     sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
-    report = pipeline.ingest(sources, warehouse)
+    report = ingest_job.ingest(sources, warehouse)
     assert report.failed == []
     return warehouse.root
 

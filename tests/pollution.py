@@ -1044,13 +1044,13 @@ class Harness:
         return self._references[key]
 
     def _reference(self, path: Path, sidecars: tuple[Path, ...], allowed) -> Stored | str:
-        from kwarehouse import pipeline
+        from kwarehouse.jobs import ingest as ingest_job
         from kwarehouse.store.warehouse import Warehouse
         folder = self._folder("reference")
         copy = self._place(folder / "files" / path.parent.name, path.name, path.read_bytes(), sidecars)
         warehouse = Warehouse(folder / "wh")
         try:
-            report = pipeline.ingest([copy.parent], warehouse)
+            report = ingest_job.ingest([copy.parent], warehouse)
             if report.failed:
                 return f"refused when clean: {report.failed[0]}"
             runs = [r for r in report.runs if any(Path(f).name == copy.name for f in r.files)]
@@ -1065,7 +1065,7 @@ class Harness:
         return second if variant.source.format == "ncu-raw-csv" or variant.source.path == first else first
 
     def score(self, variant: Variant) -> Outcome:
-        from kwarehouse import pipeline
+        from kwarehouse.jobs import ingest as ingest_job
         from kwarehouse.errors import display_path
         from kwarehouse.store.warehouse import Warehouse
         source = variant.source
@@ -1084,7 +1084,7 @@ class Harness:
                                 neighbour_sidecars)
             warehouse = Warehouse(folder / "wh")
             try:
-                report = pipeline.ingest([polluted.parent, clean.parent], warehouse)
+                report = ingest_job.ingest([polluted.parent, clean.parent], warehouse)
             except Exception as exc:   # noqa: BLE001 - a crash is what is measured
                 where = traceback.extract_tb(exc.__traceback__)[-1]
                 return Outcome(variant, "crashed", f"the ingest raised {type(exc).__name__}: "

@@ -17,7 +17,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kwarehouse import normalize, pipeline, runmeta
+from kwarehouse import normalize, runmeta
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError, display_path
 from kwarehouse.ingest import read_with, sniff
 from kwarehouse.normalize import identity
@@ -102,7 +103,7 @@ def test_bad_manifests_fail_their_folder_and_the_ingest_goes_on(tmp_path):
     bad = [run_folder(tmp_path, BAD_MANIFESTS[case][0], name=f"bad{i}")
            for i, case in enumerate(("int over int64", "100000 nested lists", "surrogate model", "not UTF-8"))]
     good = run_folder(tmp_path, manifest(batch=2 ** 63 - 1, note="fine"), name="good")
-    report = pipeline.ingest([*bad, good], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([*bad, good], Warehouse(tmp_path / "wh"))
     assert [(r.model, r.kernels) for r in report.runs] == [("gpt2", 3)]
     assert sorted(line.split(": its run manifest is unusable: ")[0] for line in report.failed) == sorted(
         f"{folder}/gpt2.raw.csv" for folder in bad)
@@ -151,7 +152,7 @@ def test_a_file_whose_name_is_not_utf8_is_ingested(tmp_path):
     folder.mkdir()
     shutil.copy(GPT2 / "gpt2.raw.csv", folder / os.fsdecode(b"gpt2-\xff.raw.csv"))
     (folder / "broken.raw.csv").write_text('"ID","Kernel Name"\n')
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     for line in report.failed:           # the broken export: one line, printable
         assert "\n" not in line
         line.encode("utf-8")
@@ -201,7 +202,7 @@ def test_a_256kb_kernel_name_is_ingested_whole(tmp_path):
     name = HOSTILE_NAMES["nested templates and calls"]
     folder = blank_or_rename(tmp_path, launch=1, name=name)
     start = time.perf_counter()
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert time.perf_counter() - start < 10
     assert report.failed == [] and [r.kernels for r in report.runs] == [3]
     con = Warehouse(tmp_path / "wh").connect()
@@ -241,7 +242,7 @@ def test_normalize_names_a_launch_without_a_name(tmp_path):
 
 def test_a_launch_without_a_name_keeps_its_kernels_row(tmp_path):
     folder = blank_or_rename(tmp_path, launch=0, name="")
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert report.failed == []
     con = Warehouse(tmp_path / "wh").connect()
     assert con.execute("SELECT count(*) FROM metrics m WHERE NOT EXISTS (SELECT 1 FROM kernels k "

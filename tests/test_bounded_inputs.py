@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import kwarehouse
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import captured_text, nsys_stats_csv, nsys_text
 from kwarehouse.store import lock
@@ -243,7 +244,7 @@ def _kwh(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def ingested(tmp_path) -> Path:
     """A warehouse of the real gpt2 ncu export at tmp_path/real/wh (its real path)."""
     root = tmp_path / "real" / "wh"
-    assert pipeline.ingest([GPT2], Warehouse(root)).failed == []
+    assert ingest_job.ingest([GPT2], Warehouse(root)).failed == []
     return root
 
 
@@ -275,7 +276,7 @@ def test_a_warehouse_opened_through_a_symlink_names_its_real_path(tmp_path, inge
     """The published file's views read the Parquet files under the real path, whichever path the
     writer was given: a DuckDB session opening it finds them even after the link is gone."""
     (tmp_path / "link").symlink_to(ingested)
-    assert pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(tmp_path / "link")).failed == []
+    assert ingest_job.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(tmp_path / "link")).failed == []
     (tmp_path / "link").unlink()
     import duckdb
     con = duckdb.connect(str(ingested / "warehouse.duckdb"), read_only=True)
@@ -322,7 +323,7 @@ def test_a_folder_kwh_writes_into_linked_out_of_the_warehouse_is_refused(tmp_pat
     kept = _files_under(outside)
     models = _kernel_models(ingested)                  # reading through the link works
     with pytest.raises(KwhError) as refused:
-        pipeline.ingest([OTHER], Warehouse(ingested))
+        ingest_job.ingest([OTHER], Warehouse(ingested))
     message = str(refused.value)
     assert message.startswith(f"{link}: a symbolic link (to {outside}); kwh writes only into the warehouse's own "
                               "folders: replace the link by what it points to") and "\n" not in message
@@ -338,7 +339,7 @@ def test_a_table_folder_linked_inside_the_warehouse_is_refused_too(tmp_path, ing
     (ingested / "kernels").symlink_to(ingested / FILES_KERNELS)
     before = _files_under(ingested / FILES_KERNELS)
     with pytest.raises(KwhError, match=r"kernels: a symbolic link \(to .*_files/kernels\); "):
-        pipeline.ingest([OTHER], Warehouse(ingested))
+        ingest_job.ingest([OTHER], Warehouse(ingested))
     assert _files_under(ingested / FILES_KERNELS) == before
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "h100-2026-11"
@@ -96,7 +96,7 @@ def test_every_estimate_of_the_corpus_is_bounded(tmp_path, warehouse):
     runs.mkdir()
     for tarball in sorted(CORPUS.glob("*.tar.xz")):
         subprocess.run(["tar", "xJf", str(tarball), "-C", str(runs)], check=True)
-    assert pipeline.ingest([runs], warehouse).failed == []
+    assert ingest_job.ingest([runs], warehouse).failed == []
     assert check_invariants(warehouse) > 30
     # three signals on one kernel share its bound: naive_sgemm's low tensor efficiency alone would save
     # 827.8 of its 827.8 us; its floor (2 GFLOP at the FP32 peak) keeps 64 us
@@ -128,7 +128,7 @@ def _derived_gemv_trace(tmp_path: Path) -> Path:
 
 def test_a_gemv_is_judged_on_its_memory_roof_never_as_misaligned(tmp_path, warehouse):
     sources = [_derived_gemv_trace(tmp_path), DATA / "ncu-gpt2-h100"]
-    assert pipeline.ingest(sources, warehouse).failed == []
+    assert ingest_job.ingest(sources, warehouse).failed == []
     got = rows(warehouse, "SELECT m, n, misaligned, gemv, shape_class, est_time_saved_ns, gpu_time_ns, floor_ns, "
                           "estimate_basis, evidence FROM gemm_efficiency WHERE model = 'gpt2_decode' AND m = 1")
     assert got
@@ -149,7 +149,7 @@ def test_idle_time_uses_the_unprofiled_timing_the_manifest_records(tmp_path, war
     # 0.5 ms for 4 iterations without the profiler: the 2 traced ones took 250 us of wall time
     manifest |= {"unprofiled_seconds": 0.0005, "unprofiled_iterations": 4}
     (out / "manifest.torchprof.json").write_text(json.dumps(manifest))
-    assert pipeline.ingest([out], warehouse).failed == []
+    assert ingest_job.ingest([out], warehouse).failed == []
     (basis, est, busy, span, evidence), = rows(
         warehouse, "SELECT basis, est_time_saved_ns, gpu_time_ns, unprofiled_span_ns, evidence FROM launch_bound "
                    "WHERE subject = '(whole run)'")

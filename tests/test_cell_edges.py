@@ -19,7 +19,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import units
 from kwarehouse.store.warehouse import Warehouse
@@ -106,7 +107,7 @@ def test_an_inf_duration_never_reaches_the_warehouse_and_is_counted_in_the_repor
     line = line_with(ONE_LAUNCH_DETAILS, '"Duration","us"')
     edited(ONE_LAUNCH_DETAILS, folder / "gpt2.details.csv", line, '"us","8.48"', '"us","1e400"')
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([tmp_path / "runs"], warehouse)
+    report = ingest_job.ingest([tmp_path / "runs"], warehouse)
     assert report.failed == []
     (run,) = report.runs
     assert len(run.warnings) == 1 and "1e400" in run.warnings[0] and f":{line}:" in run.warnings[0]
@@ -165,7 +166,7 @@ def test_a_raw_cell_that_is_not_finite_is_null_with_a_warning_naming_line_and_co
     assert warning.startswith(f'{path}:3: column "launch__registers_per_thread" (launch__registers_per_thread, '
                               "launch ID 0): '1e400' is not a finite number")
     assert metric_value(result, "launch__registers_per_thread")["value_text"].to_list()[0] is None
-    report = pipeline.ingest([path], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([path], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and report.runs[0].warnings == [warning]
 
 

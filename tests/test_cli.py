@@ -271,3 +271,20 @@ def test_tables_fit_the_terminal_and_numbers_have_one_format(monkeypatch):
     assert lines[2].endswith("2,415,750") and lines[3].endswith("0.5")
     monkeypatch.setattr(cli, "_cell_limit", lambda: None)     # --wide, or a pipe
     assert "x" * 200 in cli.format_table(["kernel"], [("void cutlass::Kernel2<" + "x" * 200 + ">",)])
+
+
+def test_ingest_walks_its_sources_once(run, monkeypatch):
+    """kwh ingest counts the files for its progress bar and ingests them from one walk of the folders
+    (it walked them twice: once to count, once to ingest)."""
+    import os
+    walked = []
+    real = os.walk
+
+    def walk(top, *args, **kwargs):
+        walked.append(str(top))
+        return real(top, *args, **kwargs)
+    monkeypatch.setattr(os, "walk", walk)
+    result = run("ingest", str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100"))
+    assert result.exit_code == 0, result.output
+    assert walked == [str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100")]
+    assert result.output.splitlines()[-1].startswith("ingested 2 run(s)")

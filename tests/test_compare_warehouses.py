@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 
 from conftest import DATA, EXPORT_FOLDERS
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -18,7 +18,7 @@ import compare_warehouses  # noqa: E402
 def test_two_ingests_of_the_test_exports_are_the_same(pristine_warehouse, tmp_path, capsys):
     again = Warehouse(tmp_path / "again")
     sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
-    assert pipeline.ingest(sources, again).failed == []
+    assert ingest_job.ingest(sources, again).failed == []
     assert compare_warehouses.main([str(pristine_warehouse), str(again.root)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == list(compare_warehouses.schema_tables())

@@ -11,7 +11,8 @@ import duckdb
 import pytest
 
 from conftest import warehouse_on
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.normalize import identity
 from kwarehouse.store.warehouse import Warehouse
 
@@ -35,7 +36,7 @@ def corpus_runs(tmp_path_factory) -> Path:
 def corpus_warehouse(request, corpus_runs, tmp_path_factory) -> Warehouse:
     """The whole corpus ingested once per catalog backend; the tests given it only read it."""
     warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"corpus-{request.param}") / "wh", request)
-    assert pipeline.ingest([corpus_runs], warehouse).failed == []
+    assert ingest_job.ingest([corpus_runs], warehouse).failed == []
     return warehouse
 
 
@@ -87,7 +88,7 @@ PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "public-samples"
 @pytest.mark.skipif(not PUBLIC.is_dir(), reason="../shared/public-samples not present")
 def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
     import sqlite3
-    report = pipeline.ingest([PUBLIC], warehouse)
+    report = ingest_job.ingest([PUBLIC], warehouse)
     assert report.failed == []
     con = warehouse.connect()
     for sample in sorted(PUBLIC.glob("*.sqlite")):
@@ -135,11 +136,11 @@ def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark
     from kwarehouse.jobs import fanout
     runs = corpus_runs
     local = Warehouse(tmp_path / "local")
-    assert pipeline.ingest([runs], local).failed == []
+    assert ingest_job.ingest([runs], local).failed == []
     expected = warehouse_rows(local)
     assert len(expected["kernels"]) == sum(EXPECTED.values())
     for name, fan_out in [("spark", fanout.spark_tasks(spark)),
                           ("processes", fanout.process_pool(2))]:
         fanned = Warehouse(tmp_path / name)
-        assert pipeline.ingest([runs], fanned, fan_out=fan_out).failed == []
+        assert ingest_job.ingest([runs], fanned, fan_out=fan_out).failed == []
         assert warehouse_rows(fanned) == expected, name

@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # imported only inside the functions that need them, with a clear error when absent
-OPTIONAL = {"pyspark": "spark", "ncu_report": "ncu-rep",
+OPTIONAL = {"pyspark": "spark", "ncu_report": "ncu-rep", "mcp": "mcp (kwh mcp)",
             "torch": "the GPU machine of kwh profile (PyTorch discovery)",
             "pynvml": "the GPU machine of kwh profile (NVML sampler)"}
 

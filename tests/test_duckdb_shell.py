@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 SHELL = Path(sys.executable).parent / "duckdb"
@@ -27,7 +28,7 @@ def shell(database: Path, sql: str, cwd: Path) -> str:
 @pytest.mark.skipif(not SHELL.exists(), reason="the DuckDB shell (pip install duckdb-cli) is not installed")
 def test_the_duckdb_shell_reads_warehouse_duckdb_even_after_a_move(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     assert shell(warehouse.duckdb_path, "SELECT count(*) FROM kernels", elsewhere) == "3"
@@ -45,7 +46,7 @@ def test_harlequin_opens_warehouse_duckdb_with_its_duckdb_adapter(tmp_path):
     connection its UI opens for `harlequin -r warehouse/warehouse.duckdb`, catalog and query included."""
     adapter = pytest.importorskip("harlequin_duckdb")
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
     moved = tmp_path / "moved"
     shutil.move(warehouse.root, moved)
     rows(Warehouse(moved), "SELECT 1")      # any kwh command rebuilds warehouse.duckdb for its new folder

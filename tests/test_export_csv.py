@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -47,7 +47,7 @@ def hostile(tmp_path_factory) -> Warehouse:
         with open(copy, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle, quoting=csv.QUOTE_ALL).writerows(table)
         warehouse = Warehouse(folder / "wh")
-        assert len(pipeline.ingest([copy], warehouse, model=f"vecadd{number}").runs) == 1
+        assert len(ingest_job.ingest([copy], warehouse, model=f"vecadd{number}").runs) == 1
     return warehouse
 
 

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA, EXPORT_FOLDERS, warehouse_rows
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.build.report import IngestReport
 from kwarehouse.jobs import fanout
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
@@ -25,12 +26,12 @@ def _both(tmp_path: Path, steps, fan_out) -> tuple[Warehouse, Warehouse, list, l
     alone, fanned = Warehouse(tmp_path / "alone"), Warehouse(tmp_path / "fanned")
     reports_alone, reports_fanned = [], []
     for sources, options in steps:
-        reports_alone.append(pipeline.ingest(sources, alone, **options))
-        reports_fanned.append(pipeline.ingest(sources, fanned, fan_out=fan_out, **options))
+        reports_alone.append(ingest_job.ingest(sources, alone, **options))
+        reports_fanned.append(ingest_job.ingest(sources, fanned, fan_out=fan_out, **options))
     return alone, fanned, reports_alone, reports_fanned
 
 
-def _same_reports(one: pipeline.IngestReport, other: pipeline.IngestReport) -> None:
+def _same_reports(one: IngestReport, other: IngestReport) -> None:
     assert [(r.run_id, r.model, r.gpu, r.kernels, r.new) for r in one.runs] == \
            [(r.run_id, r.model, r.gpu, r.kernels, r.new) for r in other.runs]
     assert one.failed == other.failed
@@ -44,7 +45,7 @@ def two_processes():
 
 def test_two_processes_equal_one(pristine_warehouse, tmp_path, two_processes):
     fanned = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest(SOURCES, fanned, fan_out=two_processes)
+    report = ingest_job.ingest(SOURCES, fanned, fan_out=two_processes)
     assert not report.failed and len(report.runs) == 25
     assert warehouse_rows(fanned) == warehouse_rows(Warehouse(pristine_warehouse))
     assert list(fanned.staging.glob("*")) == []
@@ -98,10 +99,10 @@ def test_a_failing_fan_out_commits_nothing_and_leaves_nothing(tmp_path):
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError, match="executor lost"):
-        pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse, fan_out=dies_after_staging)
+        ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse, fan_out=dies_after_staging)
     assert warehouse.runs() == []
     assert not any(warehouse.root.rglob("*.parquet"))
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     assert len(report.runs) == 1 and not any(warehouse.staging.rglob("*.parquet"))
 
 
@@ -109,7 +110,7 @@ def test_a_failing_fan_out_commits_nothing_and_leaves_nothing(tmp_path):
 KILLED_AFTER_STAGING = """
 import os, sys
 from pathlib import Path
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import fanout
 from kwarehouse.store.warehouse import Warehouse
 
@@ -118,7 +119,7 @@ def dies_after_staging(jobs, context):
         fanout.prepare_folder(job, context)
     os._exit(9)
 
-pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]), fan_out=dies_after_staging)
+ingest_job.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]), fan_out=dies_after_staging)
 """
 
 
@@ -131,11 +132,36 @@ def test_cli_jobs(tmp_path):
 
 def test_an_ingest_with_nothing_new_still_clears_leftovers(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_STAGING, str(warehouse.root),
                              str(DATA / "torch-trace-gpt2")], capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     assert warehouse.has_leftovers() and any(warehouse.staging.rglob("*.parquet"))
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     assert report.runs == [] and any("staged file(s)" in line for line in report.repairs)
     assert not warehouse.has_leftovers() and not any(warehouse.staging.rglob("*.parquet"))
+
+
+def test_a_failed_batch_of_a_job_the_driver_redoes_is_still_said(tmp_path, monkeypatch):
+    """A worker's batch that fails goes run by run and says why (IngestReport.fallbacks); when the driver
+    then redoes that job because it repeats content of an earlier job, the line was dropped with the
+    job's other results: the batch path's failure went unsaid."""
+    from kwarehouse import build
+    from kwarehouse.settings import Settings
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug of the batch path")
+    monkeypatch.setattr(build.batch, "build_ncu_batch", broken)
+    drop = tmp_path / "drop"
+    for name, source in (("a", "ncu-gpt2-h100"), ("b", "ncu-custom-cupy-h100"), ("c", "ncu-gpt2-h100"),
+                         ("d", "ncu-gtx1080-raw")):
+        shutil.copytree(DATA / source, drop / name)
+    # two folders a job: the second job (c, d) repeats the first's gpt2 pages, so the driver redoes it
+    warehouse = Warehouse(tmp_path / "wh", settings=Settings(job_folders=2))
+    report = ingest_job.ingest([drop], warehouse, fan_out=lambda jobs, context: (
+        fanout.prepare_folder(job, context) for job in jobs))
+    assert report.failed == [] and sorted(r.model for r in report.runs) == ["custom_cupy", "d", "gpt2"]
+    assert len(report.fallbacks) == 2, report.fallbacks
+    assert all("building them together failed (ValueError: a bug of the batch path)" in line
+               for line in report.fallbacks)
+    assert report.fallbacks[1].startswith(f"2 runs ({drop / 'c'}/")   # the second job's: c and d

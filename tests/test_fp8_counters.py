@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import DATA
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 FP8 = DATA / "tensor-ncu-fp8-h100"
@@ -17,7 +17,7 @@ MNK = 4096 ** 3
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory) -> dict[int, dict]:
     warehouse = Warehouse(tmp_path_factory.mktemp("fp8") / "wh")
-    assert pipeline.ingest([FP8], warehouse).failed == []
+    assert ingest_job.ingest([FP8], warehouse).failed == []
     con = warehouse.connect()
     try:
         cursor = con.execute("SELECT * FROM kernels ORDER BY launch_id")

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.normalize import peaks
 from kwarehouse.store.warehouse import Warehouse
 
@@ -21,7 +21,7 @@ COLUMNS = ["model", "gpu", "op", "m", "n", "k", "batch", "math_dtype", "kernel_i
 def fleet(tmp_path_factory) -> Warehouse:
     """compiled_mlp (its torch trace and its ncu report without NVTX) and GPT-2's first 40 GPU events."""
     warehouse = Warehouse(tmp_path_factory.mktemp("gemm") / "wh")
-    report = pipeline.ingest([DATA / "torch-trace-compiled_mlp", DATA / "ncu-rep-compiled-mlp",
+    report = ingest_job.ingest([DATA / "torch-trace-compiled_mlp", DATA / "ncu-rep-compiled-mlp",
                               DATA / "torch-trace-gpt2"], warehouse)
     assert report.failed == []
     return warehouse
@@ -90,7 +90,7 @@ def test_an_ncu_only_model_uses_ncu_time_and_its_own_roof(tmp_path):
     """GPT-2 profiled by ncu with NVTX and the tensor roofline section, no timeline: ncu's durations are
     the time, and the roof is ncu's BF16 peak per cycle x the SM clock it measured."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "tensor-ncu-gpt2-h100"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "tensor-ncu-gpt2-h100"], warehouse).failed == []
     (row,) = _rows(warehouse, "n = 768 AND k = 768")
     (duration, peak), = rows(warehouse, "SELECT duration_ns, peak_flops_per_s FROM kernels WHERE launch_id = 10")
     assert row["time_basis"] == "ncu replay" and row["launches"] == 1 and row["gpu_time_ns"] == duration
@@ -118,7 +118,7 @@ def corpus(tmp_path_factory) -> Warehouse:
                         f"{model}/{model}.raw.csv", f"{model}/manifest.ncu.json", f"{model}/manifest.torchprof.json",
                         f"{model}/ncu_version.txt"], check=True)
     warehouse = Warehouse(root / "wh")
-    assert pipeline.ingest([root / m for m in ("compiled_mlp", "gpt2", "llama")], warehouse).failed == []
+    assert ingest_job.ingest([root / m for m in ("compiled_mlp", "gpt2", "llama")], warehouse).failed == []
     return warehouse
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 SHARED = "GEMMs sharing an input (fusion candidate)"
@@ -20,7 +20,7 @@ BF16_DATASHEET = 989.5e12     # gpu_peaks.csv, H100 SXM dense BF16: the trace's 
 
 def _warehouse(tmp_path_factory, name: str, *folders: str) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp(name) / "wh")
-    assert pipeline.ingest([DATA / f for f in folders], warehouse).failed == []
+    assert ingest_job.ingest([DATA / f for f in folders], warehouse).failed == []
     return warehouse
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store import catalog
 from kwarehouse.store.warehouse import Warehouse
 
@@ -31,7 +31,7 @@ def snapshot(warehouse: Warehouse) -> dict:
 
 
 def test_all_pages_and_variants_of_one_report_are_one_run(warehouse):
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     assert report.failed == []
     assert [(r.model, r.gpu, r.kernels, len(r.files)) for r in report.runs] == [
         ("gpt2", "NVIDIA H100 80GB HBM3", 3, 4)]
@@ -65,7 +65,7 @@ def _raw_cells(path: Path) -> dict[tuple[int, str], tuple[str, str]]:
     ("derived__pct_occupancy_per_shared_mem_size", "%/Kbyte", 1e-3),
 ])
 def test_warehouse_value_equals_export_value_in_base_units(warehouse, metric, unit, factor):
-    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], warehouse)
+    ingest_job.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], warehouse)
     cells = _raw_cells(DATA / "ncu-llama-h100-variants/llama.raw.csv")
     stored = dict(((l, v) for l, v in rows(warehouse, f"SELECT launch_id, value FROM metrics WHERE metric = '{metric}'")))
     for launch in (0, 1, 2):
@@ -76,8 +76,8 @@ def test_warehouse_value_equals_export_value_in_base_units(warehouse, metric, un
 
 def test_base_units_export_agrees_with_default_export(tmp_path):
     default, base = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
-    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], default)
-    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.baseunits.csv"], base)
+    ingest_job.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], default)
+    ingest_job.ingest([DATA / "ncu-llama-h100-variants/llama.raw.baseunits.csv"], base)
     sql = "SELECT launch_id, metric, unit, value FROM metrics WHERE value IS NOT NULL ORDER BY ALL"
     a, b = rows(default, sql), rows(base, sql)
     assert [r[:3] for r in a] == [r[:3] for r in b]
@@ -90,7 +90,7 @@ def test_base_units_export_agrees_with_default_export(tmp_path):
 
 
 def test_headline_columns_match_the_details_page(warehouse):
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
     got = rows(warehouse, "SELECT duration_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, "
                           "achieved_occupancy_pct, theoretical_occupancy_pct, tensor_pipe_pct, registers_per_thread, "
                           "grid_x, grid_y, grid_z, block_x, block_size FROM kernels WHERE launch_id = 0")[0]
@@ -114,7 +114,7 @@ def test_headline_columns_match_the_details_page(warehouse):
 def test_reingest_changes_nothing_and_says_so(ingested):
     before = snapshot(ingested)
     good = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
-    report = pipeline.ingest(good, ingested)
+    report = ingest_job.ingest(good, ingested)
     assert report.runs == [] and report.failed == []
     exports = [p for folder in good for p in folder.iterdir() if not p.name.startswith(("manifest", "ncu_version", "gpu.txt"))]
     again = [(p, why) for p, why in report.skipped if not p.endswith("gpu.txt")]
@@ -126,10 +126,10 @@ def test_reingest_changes_nothing_and_says_so(ingested):
 
 
 def test_pages_ingested_separately_join_the_same_run(warehouse, tmp_path):
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     first = rows(warehouse, "SELECT run_id, count(*) FROM kernels GROUP BY 1")
     assert rows(warehouse, "SELECT count(*) FROM rules") == [(0,)]
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.details.csv"], warehouse)
     assert [r.new for r in report.runs] == [False]
     assert rows(warehouse, "SELECT run_id, count(*) FROM kernels GROUP BY 1") == first
     assert rows(warehouse, "SELECT count(*) FROM rules") == [(28,)]
@@ -138,7 +138,7 @@ def test_pages_ingested_separately_join_the_same_run(warehouse, tmp_path):
         ("Memory Workload Analysis", "L2 Hit Rate")]
     # and the result equals ingesting both at once
     together = Warehouse(tmp_path / "together")
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv", DATA / "ncu-gpt2-h100/gpt2.details.csv"], together)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv", DATA / "ncu-gpt2-h100/gpt2.details.csv"], together)
     strip = lambda s: {k: v for k, v in s.items() if k not in ("files", "runs")}
     assert strip(snapshot(warehouse)) == strip(snapshot(together))
 
@@ -155,7 +155,7 @@ def test_bad_files_are_reported_and_the_good_ones_still_go_in(warehouse, tmp_pat
     folder = tmp_path / "runs"
     shutil.copytree(DATA / "bad", folder / "bad")
     shutil.copytree(DATA / "ncu-gpt2-h100", folder / "gpt2")
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert [r.model for r in report.runs] == ["gpt2"]
     failed = sorted(line.split(": ", 1)[0].rsplit("/", 1)[-1] for line in report.failed)
     assert failed == ["empty.csv", "no_units_row.raw.csv:2", "short_row.raw.csv:4", "too_many_fields.details.csv:3",
@@ -172,20 +172,20 @@ def test_a_bad_manifest_fails_its_folder_with_the_manifest_named(warehouse, tmp_
     folder.mkdir()
     shutil.copy(DATA / "ncu-gpt2-h100/gpt2.raw.csv", folder)
     (folder / "manifest.json").write_text('{"model": "gpt2", "batch": "four"}')
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert report.runs == []
     assert report.failed == [f'{folder}/gpt2.raw.csv: its run manifest is unusable: {folder}/manifest.json: '
                              '"batch" must be an integer, not "four"']
 
 
 def test_model_and_tags_from_options_without_manifest(warehouse):
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd", tags={"team": "sim"})
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd", tags={"team": "sim"})
     assert [(r.model, r.gpu) for r in report.runs] == [("vecadd", "NVIDIA GeForce GTX 1080")]
     assert rows(warehouse, "SELECT tags['team'], tool_version FROM runs") == [("sim", None)]
 
 
 def test_model_names_cannot_escape_the_warehouse(warehouse, tmp_path):
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="../../etc/x'; DROP TABLE runs;--")
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="../../etc/x'; DROP TABLE runs;--")
     assert report.failed == []
     assert rows(warehouse, "SELECT DISTINCT model FROM kernels") == [("../../etc/x'; DROP TABLE runs;--",)]
     for path in tmp_path.rglob("*.parquet"):
@@ -193,7 +193,7 @@ def test_model_names_cannot_escape_the_warehouse(warehouse, tmp_path):
 
 
 def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(warehouse, monkeypatch):
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     before = snapshot(warehouse)
 
     def crash(*args, **kwargs):
@@ -201,11 +201,11 @@ def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(
     # killed inside the commit transaction, after the files were renamed into their table folders
     monkeypatch.setattr(catalog, "bump_generation", crash)
     with pytest.raises(KeyboardInterrupt):
-        pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+        ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     monkeypatch.undo()
     # the Parquet files were renamed into place, but no reader sees them: the catalog does not list them
     assert snapshot(Warehouse(warehouse.root, warehouse.catalog_url))["kernels"] == before["kernels"]
-    again = pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    again = ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     assert any("never committed" in line for line in again.repairs)
     assert rows(warehouse, "SELECT model, count(*) FROM kernels GROUP BY 1 ORDER BY 1") == [("gpt2", 3), ("vecadd", 3)]
     assert len([p for p in warehouse.root.rglob("*.parquet") if not p.relative_to(warehouse.root).parts[0].startswith("_")]) == 8

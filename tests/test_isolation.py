@@ -5,6 +5,7 @@ A batch built run by run says why, and a clean corpus never falls back."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA, EXPORT_FOLDERS, rows
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse import build
 from kwarehouse.jobs import fanout
 from kwarehouse.cli import main
 from kwarehouse.ingest import ncu_text
@@ -89,7 +92,7 @@ def reworded(tmp_path: Path) -> Path:
 
 
 def test_an_unknown_rule_message_and_section_keep_their_text_with_an_empty_rule_name(tmp_path, warehouse):
-    report = pipeline.ingest([reworded(tmp_path)], warehouse)
+    report = ingest_job.ingest([reworded(tmp_path)], warehouse)
     assert report.failed == [] and len(report.runs) == 1
     got = rows(warehouse, "SELECT launch_id, section, rule_type, description FROM rules WHERE rule_name = '' "
                           "ORDER BY launch_id, description")
@@ -117,7 +120,7 @@ def null_rule_names(monkeypatch) -> None:
 def test_rows_that_do_not_fit_the_schema_cost_only_their_file(tmp_path, warehouse, monkeypatch):
     null_rule_names(monkeypatch)
     others = [DATA / "ncu-gpt2-h100", DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-gpt2"]
-    report = pipeline.ingest([ROOF, *others], warehouse)
+    report = ingest_job.ingest([ROOF, *others], warehouse)
     assert report.failed == [
         f"{ROOF / 'roof.ncu-console.txt'}: internal error while building its run (SchemaError: internal: table "
         "rules has NULLs in NOT NULL column rule_name); nothing of it was stored, the other files are not "
@@ -134,8 +137,8 @@ def test_rows_that_do_not_fit_the_schema_cost_only_their_file(tmp_path, warehous
 def test_the_file_fixed_later_joins_its_run(tmp_path, warehouse, monkeypatch):
     with monkeypatch.context() as patched:
         null_rule_names(patched)
-        assert len(pipeline.ingest([ROOF], warehouse).failed) == 1
-    again = pipeline.ingest([ROOF], warehouse)
+        assert len(ingest_job.ingest([ROOF], warehouse).failed) == 1
+    again = ingest_job.ingest([ROOF], warehouse)
     assert again.failed == [] and [Path(f).name for f in again.runs[0].files] == ["roof.ncu-console.txt"]
     assert rows(warehouse, "SELECT count(*) FROM runs") == [(1,)]
 
@@ -149,7 +152,7 @@ def test_a_reader_bug_costs_only_its_file(tmp_path, warehouse, monkeypatch):
             raise IndexError("list index out of range")
         return real(reader, path, data)
     monkeypatch.setattr(ingest, "read_with", buggy)
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-custom-cupy-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-custom-cupy-h100"], warehouse)
     assert report.failed == [
         f"{DATA / 'ncu-gpt2-h100/gpt2.details.csv'}: internal error while reading it (IndexError: list index out "
         "of range); nothing of it was stored, the other files are not affected: please report this with the file"]
@@ -158,15 +161,15 @@ def test_a_reader_bug_costs_only_its_file(tmp_path, warehouse, monkeypatch):
 
 
 def test_a_normalization_bug_in_one_run_costs_only_that_run(tmp_path, warehouse, monkeypatch):
-    real = pipeline.build_run
+    real = build.run.build_run
 
     def buggy(run_id, members, *args, **kwargs):
         if any(m.result.path.name == "custom_cupy.raw.csv" for m in members):
             raise ZeroDivisionError("division by zero")
         return real(run_id, members, *args, **kwargs)
-    monkeypatch.setattr(pipeline, "build_run", buggy)
-    monkeypatch.setattr(pipeline, "BATCH_RUNS", 1)   # run by run: no batch to fall back from
-    report = pipeline.ingest([DATA / "ncu-custom-cupy-h100", DATA / "ncu-gpt2-h100"], warehouse)
+    monkeypatch.setattr(build.run, "build_run", buggy)
+    warehouse.settings = dataclasses.replace(warehouse.settings, batch_runs=1)   # run by run: no batch to fall back from
+    report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100", DATA / "ncu-gpt2-h100"], warehouse)
     assert len(report.failed) == 1 and report.failed[0].startswith(
         f"{DATA / 'ncu-custom-cupy-h100/custom_cupy.raw.csv'}: internal error while building its run "
         "(ZeroDivisionError: division by zero)")
@@ -180,7 +183,7 @@ def in_this_process(jobs, context):
 
 def test_the_fan_out_isolates_files_too(tmp_path, warehouse, monkeypatch):
     null_rule_names(monkeypatch)
-    report = pipeline.ingest([ROOF, DATA / "ncu-gpt2-h100", DATA / "ncu-custom-cupy-h100"], warehouse,
+    report = ingest_job.ingest([ROOF, DATA / "ncu-gpt2-h100", DATA / "ncu-custom-cupy-h100"], warehouse,
                              fan_out=in_this_process)
     assert len(report.failed) == 1 and report.failed[0].startswith(f"{ROOF / 'roof.ncu-console.txt'}: internal error")
     assert sorted(r.model for r in report.runs) == ["custom_cupy", "gpt2", "roof-ncu-h100"]
@@ -188,7 +191,7 @@ def test_the_fan_out_isolates_files_too(tmp_path, warehouse, monkeypatch):
 
 
 def test_a_failed_fan_out_job_is_done_by_the_driver_and_said(tmp_path, warehouse, monkeypatch):
-    real = pipeline.read_folder
+    real = build.run.read_folder
     calls = []
 
     def read_folder(*args, **kwargs):   # the worker's read fails; the driver's succeeds
@@ -196,16 +199,16 @@ def test_a_failed_fan_out_job_is_done_by_the_driver_and_said(tmp_path, warehouse
         if len(calls) == 1:
             raise RuntimeError("a worker-only bug")
         return real(*args, **kwargs)
-    monkeypatch.setattr(pipeline, "read_folder", read_folder)
-    report = pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse, fan_out=in_this_process)
+    monkeypatch.setattr(build.run, "read_folder", read_folder)
+    report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse, fan_out=in_this_process)
     assert report.failed == [] and [r.model for r in report.runs] == ["custom_cupy"]
     assert len(report.fallbacks) == 1 and "RuntimeError: a worker-only bug" in report.fallbacks[0]
 
 
 def test_clean_test_exports_never_fall_back(tmp_path):
-    report = pipeline.ingest(SOURCES, Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest(SOURCES, Warehouse(tmp_path / "wh"))
     assert report.failed == [] and report.fallbacks == [] and len(report.runs) > 10
-    fanned = pipeline.ingest(SOURCES, Warehouse(tmp_path / "fanned"), fan_out=in_this_process)
+    fanned = ingest_job.ingest(SOURCES, Warehouse(tmp_path / "fanned"), fan_out=in_this_process)
     assert fanned.failed == [] and fanned.fallbacks == []
 
 
@@ -213,7 +216,7 @@ def test_two_runs_of_one_model_and_gpu_in_one_batch_do_not_fall_back(tmp_path):
     """Two reports of gpt2 on one H100 (as the corpus's two gpt2 folders): their metrics rows share one
     Parquet file, ordered run by run, which the writer sorts; its string_view columns once made that
     sort fail and the batch fall back (silently, before the fallback was recorded)."""
-    report = pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "text-ncu-gpt2-h100"], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "text-ncu-gpt2-h100"], Warehouse(tmp_path / "wh"))
     assert [(r.model, r.gpu) for r in report.runs] == [("gpt2", "NVIDIA H100 80GB HBM3")] * 2
     assert report.failed == [] and report.fallbacks == []
 
@@ -225,7 +228,7 @@ def test_the_corpus_never_falls_back(tmp_path):
         out = runs / tarball.parent.name
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run(["tar", "xJf", str(tarball), "-C", str(out)], check=True)
-    report = pipeline.ingest([runs], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([runs], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and report.fallbacks == [] and len(report.runs) >= 9
 
 
@@ -277,7 +280,7 @@ def test_acceptance_nightly_is_not_blocked(tmp_path):
 def test_the_cli_says_why_a_batch_went_run_by_run(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug of the batch path")
-    monkeypatch.setattr(pipeline, "build_ncu_batch", broken)
+    monkeypatch.setattr(build.batch, "build_ncu_batch", broken)
     result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh"), "ingest",
                                        str(DATA / "ncu-gpt2-h100"), str(DATA / "ncu-custom-cupy-h100")])
     assert result.exit_code == 0, result.output

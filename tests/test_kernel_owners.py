@@ -16,7 +16,8 @@ import shutil
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.normalize import classify, identity
 from kwarehouse.store.warehouse import Warehouse
 
@@ -156,7 +157,7 @@ def renamed_conv_net(tmp_path_factory) -> Warehouse:
             # ncu quotes every cell, and the reader's sniffing expects it
             csv.writer(handle, quoting=csv.QUOTE_ALL).writerows([[RENAMED.get(cell, cell) for cell in row] for row in table])
     warehouse = Warehouse(folder.parent / "wh")
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert report.failed == []
     return warehouse
 
@@ -196,7 +197,7 @@ def test_a_library_kernel_gets_its_librarys_knob(renamed_conv_net):
 def test_the_xla_gemm_fusion_gets_xlas_flags(tmp_path):
     """The JAX step's ncu export: gemm_fusion_dot_1 (grid-too-small) is XLA's, so its fix is XLA's flags."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([JAX_STEP / "ncu"], warehouse).failed == []
+    assert ingest_job.ingest([JAX_STEP / "ncu"], warehouse).failed == []
     found = rows(warehouse, "SELECT DISTINCT library, op_class, bottleneck, fix FROM bottleneck_class")
     assert [(lib, op, b) for lib, op, b, _ in found] == [("XLA", "gemm", "grid-too-small")]
     assert "--xla_gpu_enable_triton_gemm=false" in found[0][3]
@@ -223,7 +224,7 @@ def test_flash_attention_2_off_hopper_is_not_flagged(tmp_path):
     """The same FlashAttention-2 kernels on an RTX 5090 (public-samples' nsys table, tests/data/nsys-stats-rtx5090)
     are that GPU's own path: no pre-Hopper row."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "nsys-stats-rtx5090"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "nsys-stats-rtx5090"], warehouse).failed == []
     assert rows(warehouse, "SELECT count(*) FROM kernel_time WHERE kernel_base LIKE 'flash::flash_fwd%'")[0][0] > 0
     assert rows(warehouse, "SELECT count(*) FROM design_signals WHERE signal LIKE 'pre-Hopper%'") == [(0,)]
 

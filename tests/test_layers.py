@@ -4,7 +4,7 @@ Layers, top to bottom; a module may import its own layer or any layer below it, 
     cli -> jobs/answers/api/spark/collect -> build -> store -> ingest/views -> normalize/schema/runmeta -> errors
 Three rules fail the test: an import cycle between modules (function-level imports count: they
 hide a cycle, they do not remove it), an upward import, and a private name (`_x`) imported from
-another module or reached through it (`pipeline._one_line`). Today's violations that the moves
+another module or reached through it (`warehouse._real_names`). Today's violations that the moves
 have not fixed yet are listed in KNOWN, each with its reason; the test asserts the list equals
 what it finds, so fixing one fails the test until its entry is deleted, and a new one fails it
 until it is fixed or listed."""
@@ -20,7 +20,6 @@ PACKAGE = "kwarehouse"
 LAYERS = {
     "__init__": 0, "__main__": 0, "cli": 0,     # the package's face: kwarehouse.open() and `kwh`
     "jobs": 1, "answers": 1, "api": 1, "spark": 1, "collect": 1,
-    "pipeline": 1,      # the ingest job; its split into build/ and jobs/ingest comes next
     "build": 2,
     "store": 3,
     "ingest": 4, "views": 4,
@@ -28,21 +27,7 @@ LAYERS = {
     "settings": 6, "errors": 6,
 }
 
-KNOWN = {
-    # cycles
-    ("cycle", "kwarehouse.jobs.fanout kwarehouse.pipeline"):
-        "pipeline calls fanout for a parallel ingest, fanout calls back into pipeline's per-run steps; "
-        "both become build/ + jobs/ingest",
-    # private names imported across modules
-    ("private", "kwarehouse.jobs.fanout", "kwarehouse.pipeline._Source"):
-        "fanout's workers take pipeline's source records; the type becomes build/'s public Source",
-    ("private", "kwarehouse.jobs.fanout", "kwarehouse.pipeline._one_line"):
-        "fanout words a worker's failure as pipeline does; one public helper when pipeline splits",
-    ("private", "kwarehouse.collect.command", "kwarehouse.collect.profiling._estimate_line"):
-        "`kwh profile --dry-run` prints the line profiling's progress prints; make it public in collect",
-    ("private", "kwarehouse.ingest.captured_text", "kwarehouse.ingest.gzipped._renamed"):
-        "a gzipped capture's error names the .gz file the user gave; make it a public helper of ingest",
-}
+KNOWN: dict[tuple, str] = {}
 
 
 def modules():
@@ -83,7 +68,7 @@ def imports(name, tree, is_package, known):
 
 def private_uses(tree, bound):
     """(module, name) for each `alias._name` in the tree where alias is a kwarehouse module
-    bound by an import: `pipeline._one_line(exc)` reaches into pipeline as an import of it would."""
+    bound by an import: `warehouse._real_names(...)` reaches into warehouse as an import of it would."""
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
                 and node.attr.startswith("_") and not node.attr.startswith("__")):

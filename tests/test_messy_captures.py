@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.errors import InputError
 from kwarehouse.store.warehouse import Warehouse
@@ -250,7 +251,7 @@ def test_ingest_counts_and_prints_the_warnings(tmp_path):
                                                     "cudaMalloc            \nsome program output on stderr\n")
     (folder / "stats_console.txt").write_text(text, encoding="utf-8")
     shutil.copy(NCU_STDOUT_CSV, folder / "clean.details.csv")
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert report.ok and len(report.runs) == 2
     warned = [w for run in report.runs for w in run.warnings]
     assert len(warned) == 1 and "stats_console.txt:" in warned[0]
@@ -285,7 +286,7 @@ def test_torch_trace_memcpy_events_are_stored_under_their_whole_name(tmp_path):
     (folder / "trace.json").write_text(json.dumps(trace), encoding="utf-8")
     shutil.copy(DATA / "torch-trace-gpt2/manifest.torchprof.json", folder)
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([folder], warehouse).ok
+    assert ingest_job.ingest([folder], warehouse).ok
     from conftest import rows
     names = rows(warehouse, "SELECT DISTINCT kernel_base FROM kernel_launches WHERE activity = 'memcpy' ORDER BY 1")
     assert names == [("[CUDA memcpy Device-to-Host]",), ("[CUDA memcpy Host-to-Device]",)]

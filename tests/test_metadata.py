@@ -9,7 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from conftest import rows
-from kwarehouse import pipeline, runmeta
+from kwarehouse import runmeta
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -23,7 +24,7 @@ def run_row(warehouse: Warehouse, model: str) -> tuple:
 
 def test_ncu_log_beside_the_export_gives_clock_control_and_the_raw_page_the_sm_count(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([DATA / "meta-ncu-log-gpt2-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "meta-ncu-log-gpt2-h100"], warehouse)
     assert report.ok and report.skipped == []          # ncu.log is run metadata, not a skipped file
     # corpus gpt2 was profiled with --clock-control none: ncu warned so in its log
     assert run_row(warehouse, "meta-ncu-log-gpt2-h100") == ("NVIDIA H100 80GB HBM3", "9.0", 132, "none", None, None)
@@ -38,7 +39,7 @@ def test_ncu_settings_from_a_logged_command_line():
 
 def test_exports_without_a_device_name_are_partitioned_by_what_is_known(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-rtx5090-details", DATA / "ncu-h100-details-norules", DATA / "nsys-stats-rtx5090"],
+    ingest_job.ingest([DATA / "ncu-rtx5090-details", DATA / "ncu-h100-details-norules", DATA / "nsys-stats-rtx5090"],
                     warehouse)
     # two different GPUs no longer share one "unknown"; a summary that says nothing stays "unknown"
     assert run_row(warehouse, "ncu-rtx5090-details")[:3] == ("unknown (CC 12.0)", "12.0", None)
@@ -48,7 +49,7 @@ def test_exports_without_a_device_name_are_partitioned_by_what_is_known(tmp_path
 
 def test_nsys_runs_get_sm_count_and_compute_capability_from_the_gpu_tables(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "nsys-sqlite-a100", DATA / "nsys-sqlite-rtx3090"], warehouse)
+    ingest_job.ingest([DATA / "nsys-sqlite-a100", DATA / "nsys-sqlite-rtx3090"], warehouse)
     assert run_row(warehouse, "nsys-sqlite-a100")[:3] == ("NVIDIA A100-SXM4-40GB", "8.0", 108)
     assert run_row(warehouse, "nsys-sqlite-rtx3090")[:3] == ("NVIDIA GeForce RTX 3090", "8.6", 82)
 

@@ -10,7 +10,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import normalize, pipeline
+from kwarehouse import normalize
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -24,7 +26,7 @@ H100_MAX_CLOCK = 1.98e9             # device__attribute_clock_rate of these expo
 def warehouse(tmp_path_factory) -> Warehouse:
     """GPT-2 with tensor counters (ncu) and its PyTorch trace (the timeline), and the FP8 GEMM capture."""
     warehouse = Warehouse(tmp_path_factory.mktemp("modeleff") / "wh")
-    report = pipeline.ingest([DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "tensor-ncu-fp8-h100"],
+    report = ingest_job.ingest([DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "tensor-ncu-fp8-h100"],
                              warehouse)
     assert report.failed == []
     return warehouse
@@ -108,9 +110,9 @@ def test_a_tensor_gemm_without_tensor_counters_or_shapes_is_never_put_against_th
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~(pl.col("metric").str.starts_with("sm__ops_path_tensor_src")
                                & pl.col("metric").str.ends_with(".sum")))     # the counts; ncu's peaks stay
-    launches = pl.from_arrow(stored["kernels"]).select(pipeline.LAUNCH_COLUMNS).with_columns(
+    launches = pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS).with_columns(
         pl.lit(None, dtype=pl.String).alias("nvtx_push_pop"), pl.lit(None, dtype=pl.String).alias("nvtx_start_end"))
-    kernels = pipeline.kernel_rows(launches, metrics, normalize.KernelRules.load())
+    kernels = kernel_rows(launches, metrics, normalize.KernelRules.load())
     gemm = kernels.filter(pl.col("launch_id") == 2).row(0, named=True)
     assert gemm["op_class"] == "gemm" and gemm["math_dtype"] == "fp8_e4m3" and gemm["framework_op"] is None
     assert gemm["flops_source"] == "ncu CUDA-core counters" and gemm["useful_flops"] is None
@@ -203,7 +205,7 @@ def test_shape_flops_resting_on_an_assumption_are_no_useful_flops(tmp_path):
     useful_flops stays NULL rather than overstating 4x (on the corpus it made padding_factor read 0.25 and
     pct_of_peak 105 %)."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "verdicts-ncu-h100" / "resnet18"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "verdicts-ncu-h100" / "resnet18"], warehouse).failed == []
     got = rows(warehouse, "SELECT flops, useful_flops FROM kernels WHERE op_class = 'conv' "
                           "AND flops_source = 'op shapes (output size assumed)'")
     assert len(got) == 3 and all(flops > 0 and useful is None for flops, useful in got)

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import DATA, rows
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 JOB = DATA / "multirank-ddp-h200"
@@ -17,7 +17,7 @@ GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     warehouse = Warehouse(tmp_path_factory.mktemp("multirank") / "wh")
-    report = pipeline.ingest([JOB], warehouse)
+    report = ingest_job.ingest([JOB], warehouse)
     assert report.ok and not report.failed
     return warehouse
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import nvtx
 from kwarehouse.normalize.units import to_base
@@ -77,11 +78,11 @@ def test_console_text_equals_the_details_csv_value_for_value(text: Path):
 
 def test_text_and_csv_pages_of_one_report_are_one_run(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([FOLDER], warehouse)
+    report = ingest_job.ingest([FOLDER], warehouse)
     assert report.ok and report.skipped == []
     assert [(r.kernels, len(r.files)) for r in report.runs] == [(5, 3)]
     details_only = Warehouse(tmp_path / "details")
-    pipeline.ingest([DETAILS], details_only)
+    ingest_job.ingest([DETAILS], details_only)
     for table in ("metrics", "rules"):
         assert rows(warehouse, f"SELECT count(*) FROM {table}") == rows(details_only, f"SELECT count(*) FROM {table}")
     # where the pages overlap the CSV wins (console values are ranked below it)
@@ -91,10 +92,10 @@ def test_text_and_csv_pages_of_one_report_are_one_run(tmp_path):
 
 def test_console_text_alone_makes_the_run_and_a_later_csv_joins_it(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    first = pipeline.ingest([CONSOLE], warehouse)
+    first = ingest_job.ingest([CONSOLE], warehouse)
     assert [(r.kernels, r.model, r.gpu) for r in first.runs] == [(5, "gpt2", "NVIDIA H100 80GB HBM3")]   # GPU from the manifest
     assert rows(warehouse, "SELECT count(*) FROM rules") == [(43,)]
-    later = pipeline.ingest([DETAILS], warehouse)
+    later = ingest_job.ingest([DETAILS], warehouse)
     assert [r.new for r in later.runs] == [False]
     assert rows(warehouse, "SELECT count(*), count(DISTINCT run_id) FROM kernels") == [(5, 1)]
     assert rows(warehouse, "SELECT count(*) FROM rules") == [(43,)]
@@ -109,7 +110,7 @@ def test_text_without_its_process_line_joins_the_csv_run_loosely(tmp_path):
     (folder / "out.txt").write_text("".join(lines[1:]))
     text = ingest.read(folder / "out.txt")
     assert text.launches["process_id"].null_count() == 5
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert [(r.kernels, len(r.files)) for r in report.runs] == [(5, 2)]
 
 
@@ -154,6 +155,6 @@ def test_a_console_capture_cut_short_is_refused_with_one_line(tmp_path):
     folder.mkdir()
     shutil.copy(path, folder / "console.txt")
     shutil.copy(DATA / "ncu-gpt2-h100/gpt2.raw.csv", folder)
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert len(report.failed) == 1 and "console.txt:" in report.failed[0]
     assert [r.kernels for r in report.runs] == [3]

@@ -11,7 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import normalize, pipeline
+from kwarehouse import normalize
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.errors import InputError
 from kwarehouse.normalize import classify, identity, nvtx
 from kwarehouse.store.warehouse import Warehouse
@@ -291,8 +293,8 @@ IDENTITY_SQL = ("SELECT launch_id, kernel_base, kernel_signature, kernel_id, lib
 
 def test_mangled_and_demangled_exports_give_identical_identities(tmp_path):
     plain, mangled = Warehouse(tmp_path / "plain"), Warehouse(tmp_path / "mangled")
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], plain)
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.mangled.csv"], mangled)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], plain)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.mangled.csv"], mangled)
     assert rows(plain, IDENTITY_SQL) == rows(mangled, IDENTITY_SQL)
     assert rows(mangled, "SELECT kernel_name, kernel_mangled FROM kernels WHERE launch_id = 0") == [(
         "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, long, bool)",
@@ -301,8 +303,8 @@ def test_mangled_and_demangled_exports_give_identical_identities(tmp_path):
 
 def test_the_printed_name_wins_over_a_demangled_one_whichever_comes_first(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.mangled.csv"], warehouse)
-    pipeline.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.mangled.csv"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     assert rows(warehouse, "SELECT kernel_name, kernel_mangled FROM kernels WHERE launch_id = 0") == [(
         "void at::vectorized_gather_kernel<16, long>(char *, char *, T2 *, int, long, long, long, long, bool)",
         "_ZN2at6native24vectorized_gather_kernelILi16ElEEvPcS2_PT0_illllb")]
@@ -339,8 +341,8 @@ def test_metric_catalog_is_consistent():
 
 def test_base_unit_and_default_unit_exports_give_equal_headline_and_derived_values(tmp_path):
     default, base = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
-    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], default)
-    pipeline.ingest([DATA / "ncu-llama-h100-variants/llama.raw.baseunits.csv"], base)
+    ingest_job.ingest([DATA / "ncu-llama-h100-variants/llama.raw.csv"], default)
+    ingest_job.ingest([DATA / "ncu-llama-h100-variants/llama.raw.baseunits.csv"], base)
     sql = ("SELECT duration_ns, dram_bytes, sm_pct, l2_hit_pct, flops, peak_fp32_flops_per_s, "
            "peak_dram_bytes_per_s FROM kernels ORDER BY launch_id")
     for x, y in zip(rows(default, sql), rows(base, sql)):
@@ -352,7 +354,7 @@ def test_base_unit_and_default_unit_exports_give_equal_headline_and_derived_valu
 def test_flops_of_kernels_whose_work_is_known(warehouse):
     """saxpy over 2**24 floats is 2**24 FMAs; naive_sgemm with N = 1024 is N**3 FMAs
     (corpus tools/workload.py); an FMA is two FLOPs."""
-    pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
+    ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
     got = dict(((n, f) for n, f in rows(warehouse, "SELECT kernel_name, flops_fp32 FROM kernels")))
     assert got["saxpy"] == pytest.approx(2 * 2**24, rel=0.01)
     assert got["naive_sgemm"] == pytest.approx(2 * 1024**3, rel=0.01)
@@ -376,15 +378,15 @@ def test_device_peaks_from_ncu_and_from_device_attributes(ingested):
 # -- renormalize and the coverage report ---------------------------------------------------------
 
 def test_renormalize_applies_new_rules_to_old_runs_and_is_idempotent(warehouse):
-    pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
-    assert pipeline.renormalize(warehouse).unchanged == 1
+    ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
+    assert renormalize_job.renormalize(warehouse).unchanged == 1
     warehouse.rules_dir.mkdir()
     (warehouse.rules_dir / "library_rules.csv").write_text("field,pattern,library\nbase,^saxpy$,in-house BLAS\n")
-    report = pipeline.renormalize(warehouse)
+    report = renormalize_job.renormalize(warehouse)
     assert [r.model for r in report.changed] == ["custom_cupy"]
     assert rows(warehouse, "SELECT library FROM kernels WHERE kernel_name = 'saxpy'") == [("in-house BLAS",)]
     assert rows(warehouse, "SELECT count(*) FROM kernels") == [(4,)]
-    assert pipeline.renormalize(warehouse).unchanged == 1
+    assert renormalize_job.renormalize(warehouse).unchanged == 1
 
 
 def table_folder_path(warehouse: Warehouse, link: Path) -> Path:
@@ -414,7 +416,7 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
     ingested.refresh_duckdb()
     assert rows(ingested, "SELECT count(kernel_id) FROM kernels") == [(0,)]
     assert rows(ingested, "SELECT count(*) FROM kernels") == [(len(before),)]
-    report = pipeline.renormalize(ingested)
+    report = renormalize_job.renormalize(ingested)
     # every run with kernels changed; timeline runs (renormalized too) are unchanged
     assert len(report.changed) == rows(ingested, "SELECT count(DISTINCT run_id) FROM kernels")[0][0]
     assert rows(ingested, "SELECT * FROM kernels ORDER BY run_id, launch_id") == before
@@ -423,13 +425,13 @@ def test_renormalize_fills_columns_an_older_kwh_did_not_write(ingested):
 def test_unclassified_kernels_are_listed_with_their_share(warehouse, tmp_path):
     export = tmp_path / "run"
     shutil.copytree(DATA / "ncu-custom-cupy-h100", export)
-    pipeline.ingest([export], warehouse)
+    ingest_job.ingest([export], warehouse)
     from kwarehouse.answers.summary import kernel_list
     assert kernel_list(warehouse, unclassified=True)[1] == []
     warehouse.rules_dir.mkdir()
     (warehouse.rules_dir / "op_class_rules.csv").write_text(
         "# pretend nobody knows what naive_sgemm does\nfield,pattern,op_class\nbase,^naive_sgemm$,unknown\n")
-    pipeline.renormalize(warehouse)
+    renormalize_job.renormalize(warehouse)
     columns, listed = kernel_list(warehouse, unclassified=True)
     assert [dict(zip(columns, r))["kernel_base"] for r in listed] == ["naive_sgemm"]
     assert 70 < dict(zip(columns, listed[0]))["share_pct"] < 90

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.ingest import nsys_stats_csv, nsys_text
 from kwarehouse.ingest.nsys_stats_csv import Block
@@ -161,7 +162,7 @@ def test_bad_input_gets_one_line_and_the_rest_of_the_ingest_goes_in(tmp_path):
     (folder / "cut_after_header.txt").write_text("".join(lines[: header + 1]))   # header and dashes, no rows
     (folder / "cut_in_a_line.txt").write_text("".join(lines[: header + 1]) + lines[header + 1][:40])
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([folder, DATA / "text-nsys-derivative-proj", DATA / "csv-nsys-xla-pushpop"], warehouse)
+    report = ingest_job.ingest([folder, DATA / "text-nsys-derivative-proj", DATA / "csv-nsys-xla-pushpop"], warehouse)
     messages = sorted(report.failed)                # one line each
     assert len(report.failed) == 2, messages
     # nsys said the report holds no kernel data: nothing to store, not a failure (issue 31)

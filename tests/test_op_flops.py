@@ -11,7 +11,8 @@ import json
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.normalize import op_flops
 from kwarehouse.store.warehouse import Warehouse
 
@@ -172,7 +173,7 @@ def test_op_dtype_from_input_types(types, op, dtype):
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("traces") / "wh")
-    report = pipeline.ingest([DATA / "torch-trace-compiled_mlp", DATA / "torch-trace-gpt2_train",
+    report = ingest_job.ingest([DATA / "torch-trace-compiled_mlp", DATA / "torch-trace-gpt2_train",
                               DATA / "ncu-rep-compiled-mlp"], warehouse)
     assert report.failed == []
     return warehouse
@@ -226,7 +227,7 @@ def test_renormalize_fills_the_flops_of_an_older_timeline(traces, tmp_path):
     copy = Warehouse(shutil.copytree(traces.root, tmp_path / "wh"))
     copy.refresh_duckdb()
     before = rows(copy, "SELECT * FROM kernel_launches ORDER BY run_id, launch_index")
-    assert pipeline.renormalize(copy).unchanged == 3
+    assert renormalize_job.renormalize(copy).unchanged == 3
     for link in copy.committed_files("kernel_launches"):   # as a kwh before these columns wrote them
         path = table_folder_path(copy, link)
         table = pq.read_table(link)
@@ -242,5 +243,5 @@ def test_renormalize_fills_the_flops_of_an_older_timeline(traces, tmp_path):
                             .values(path=old.relative_to(copy.root).as_posix()))
     copy.refresh_duckdb()
     assert rows(copy, "SELECT count(flops) FROM kernel_launches") == [(0,)]
-    assert pipeline.renormalize(copy).changed
+    assert renormalize_job.renormalize(copy).changed
     assert rows(copy, "SELECT * FROM kernel_launches ORDER BY run_id, launch_index") == before

@@ -14,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.jobs import compact as compact_job
 from kwarehouse.answers import diff, export
 from kwarehouse.jobs import nightly, rollup
 from kwarehouse.settings import Settings
@@ -55,12 +57,12 @@ def three_days(tmp_path):
 
 def test_incremental_rollup_equals_full(tmp_path, three_days, new_warehouse):
     incremental = new_warehouse("inc")
-    pipeline.ingest(three_days[:2], incremental)
+    ingest_job.ingest(three_days[:2], incremental)
     assert rollup.rollup(incremental).days == ["2026-11-20", "2026-11-21"]
-    pipeline.ingest(three_days[2:], incremental)
+    ingest_job.ingest(three_days[2:], incremental)
     assert rollup.rollup(incremental).days == ["2026-11-22"]
     full = new_warehouse("full")
-    pipeline.ingest(three_days, full)
+    ingest_job.ingest(three_days, full)
     rollup.rollup(full, full=True)
     assert rollup_rows(incremental) == rollup_rows(full)
     rollup.rollup(incremental, full=True)
@@ -69,7 +71,7 @@ def test_incremental_rollup_equals_full(tmp_path, three_days, new_warehouse):
 
 def test_rollup_twice_changes_nothing(tmp_path, three_days, new_warehouse):
     warehouse = new_warehouse("wh")
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     before, files = rollup_rows(warehouse), rollup_files(warehouse)
     assert rollup.rollup(warehouse).days == []
@@ -78,11 +80,11 @@ def test_rollup_twice_changes_nothing(tmp_path, three_days, new_warehouse):
 
 def test_a_late_run_rewrites_only_its_day(tmp_path, three_days, new_warehouse):
     warehouse = new_warehouse("wh")
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     files = rollup_files(warehouse)
     late = dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")
-    pipeline.ingest([late], warehouse)
+    ingest_job.ingest([late], warehouse)
     assert rollup.rollup(warehouse).days == ["2026-11-21"]
     after = rollup_files(warehouse)
     for name in ROLLUPS:
@@ -94,7 +96,7 @@ def test_a_late_run_rewrites_only_its_day(tmp_path, three_days, new_warehouse):
 
 def test_rollup_numbers_by_hand(tmp_path, three_days, new_warehouse):
     warehouse = new_warehouse("wh")
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     (launches, total, top, memory), = rows(
         warehouse, "SELECT launches, total_ns, top_stall_reason, memory_bound_pct FROM rollup_kernels_daily "
@@ -143,7 +145,7 @@ def close(a, b) -> bool:
 def test_compaction_keeps_every_query_result(ingested):
     before = everything(ingested)
     reader = duckdb.connect(str(ingested.duckdb_path), read_only=True)   # opened before compaction
-    merged = pipeline.compact(ingested)
+    merged = compact_job.compact(ingested)
     assert "runs/model=gpt2/gpu=NVIDIA H100 80GB HBM3: 2 files into 1" in merged   # its ncu and torch runs
     after = everything(ingested)
     assert before.keys() == after.keys()
@@ -158,7 +160,7 @@ def test_compaction_keeps_every_query_result(ingested):
                          "hive_partitioning = true) WHERE model = 'gpt2'").fetchall()
     assert globbed == [(2,)]
     assert rows(ingested, "SELECT count(*) FROM runs WHERE model = 'gpt2'") == [(2,)]
-    assert pipeline.compact(ingested) == []
+    assert compact_job.compact(ingested) == []
 
 
 STALLS = ("smsp__average_warps_issue_stalled_", "smsp__average_warps_issue_stalled`")   # metric_lookup's range
@@ -185,15 +187,15 @@ def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_pat
     (llama / "manifest.ncu.json").write_text(json.dumps({**manifest, "model": "gpt2"}))   # gpt2's partition
     warehouse = Warehouse(tmp_path / "wh")
     # two ingests: one ingest writes the runs of a partition into one file (a batch); compaction merges files
-    pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse)
-    pipeline.ingest([llama], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
+    ingest_job.ingest([llama], warehouse)
     for path in warehouse.committed_files("metrics"):
         names = pq.read_table(path, columns=["metric"])["metric"].to_pylist()
         assert names == sorted(names)
     before = {name: rows(warehouse, f"SELECT * FROM {name} ORDER BY ALL") for name in ("warp_stalls", "metrics")}
 
     small = Settings(clustered_row_group_rows=500, compact_chunk_rows=3_000)
-    pipeline.compact(Warehouse(warehouse.root, settings=small))
+    compact_job.compact(Warehouse(warehouse.root, settings=small))
     groups = [g for g in metric_row_groups(warehouse) if g[0].startswith("compact-")]   # partitions of 2+ runs
     assert max(rows for _, rows, _, _ in groups) == 500
     wanted = [g for g in groups if g[2] < STALLS[1] and g[3] >= STALLS[0]]
@@ -210,10 +212,10 @@ def test_a_run_in_a_compacted_file_can_still_grow(tmp_path, new_warehouse):
         shutil.copy(DATA / "ncu-gpt2-h100" / name, folder)
     other = dated_copy(tmp_path, "ncu-gpt2-h100", "2026-11-01", name="other")
     (other / "gpt2.details.csv").unlink()
-    pipeline.ingest([folder, other], warehouse)
-    pipeline.compact(warehouse)
+    ingest_job.ingest([folder, other], warehouse)
+    compact_job.compact(warehouse)
     shutil.copy(DATA / "ncu-gpt2-h100" / "gpt2.details.csv", folder)
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert [r.new for r in report.runs] == [False]
     assert rows(warehouse, "SELECT count(DISTINCT run_id), count(*) FROM kernels") == [(2, 6)]
     assert rows(warehouse, "SELECT count(*) > 0 FROM rules") == [(True,)]
@@ -243,7 +245,7 @@ def test_diff_of_one_model_with_a_changed_manifest(tmp_path, new_warehouse):
         for path in folder.glob("gpt2.*"):
             if path.name != keep:
                 path.unlink()
-    pipeline.ingest([first, second], warehouse)
+    ingest_job.ingest([first, second], warehouse)
     result = diff.diff(warehouse, "model=gpt2,date=2026-11-20", "model=gpt2,date=2026-11-21")
     assert len(result.baseline_runs) == len(result.candidate_runs) == 1
     assert [k.change for k in result.kernels] == ["unchanged"] * 3 and result.total_delta_pct == 0

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kwarehouse import pipeline, views as views_lib
+from kwarehouse import views as views_lib
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.store.warehouse import Warehouse
 
@@ -95,7 +96,7 @@ def shared_sources(root: Path) -> list[Path]:
 
 def build(root: Path, sources: list[Path]) -> Warehouse:
     warehouse = Warehouse(root / "wh")
-    report = pipeline.ingest(sources, warehouse)
+    report = ingest_job.ingest(sources, warehouse)
     assert report.runs, report.failed
     return warehouse
 
@@ -220,7 +221,7 @@ def test_the_report_on_one_kind_of_data_alone(case, tmp_path):
     from test_report import ReportPage
     sources, lack, present, absent = ALONE[case]
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest(sources, warehouse).failed == []
+    assert ingest_job.ingest(sources, warehouse).failed == []
     output = invoke(warehouse, "report", "-o", str(tmp_path / "report.html")).output
     assert output.startswith("wrote ")
     page = ReportPage((tmp_path / "report.html").read_text(encoding="utf-8"))

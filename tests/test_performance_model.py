@@ -9,7 +9,9 @@ import subprocess
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.normalize.launches import LAUNCH_COLUMNS, kernel_rows
+from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.normalize import peaks
 from kwarehouse.store.warehouse import Warehouse
 
@@ -92,7 +94,7 @@ TENSOR = DATA / "tensor-ncu-gpt2-h100"   # corpus h100-2026-11b gpt2, first 11 l
 @pytest.fixture(scope="module")
 def gpt2_11b(tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("tensor") / "wh")
-    assert pipeline.ingest([TENSOR], warehouse).failed == []
+    assert ingest_job.ingest([TENSOR], warehouse).failed == []
     return warehouse
 
 
@@ -156,7 +158,7 @@ def test_launches_without_tensor_work_keep_their_cuda_core_flops_and_roof(gpt2_1
     assert layer_norm["flops"] == pytest.approx(layer_norm["flops_fp32"])
     assert layer_norm["peak_flops_per_s"] == layer_norm["peak_fp32_flops_per_s"]
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)   # no tensor counters in this export
+    ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)   # no tensor counters in this export
     got = rows(warehouse, "SELECT kernel_name, flops FROM kernels WHERE kernel_name IN ('saxpy', 'naive_sgemm') "
                           "AND tensor_flops IS NULL AND flops_source = 'ncu CUDA-core counters'")
     assert len(got) == 2
@@ -171,7 +173,7 @@ def test_without_ncus_own_peaks_the_published_table_gives_the_roof(gpt2_11b):
     stored = gpt2_11b.read_run(run_id)
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~pl.col("metric").str.ends_with(".peak_sustained"))   # as --metrics without them
-    kernels = pipeline.kernel_rows(pl.from_arrow(stored["kernels"]).select(pipeline.LAUNCH_COLUMNS), metrics,
+    kernels = kernel_rows(pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS), metrics,
                                    normalize.KernelRules.load())
     gemm = kernels.filter(pl.col("launch_id") == 10).row(0, named=True)
     assert gemm["peak_flops_per_s"] == peaks.peak("NVIDIA H100 80GB HBM3", "bf16").tensor_dense_flops_per_s == 989.5e12
@@ -183,7 +185,7 @@ def test_renormalize_recomputes_the_same_tensor_columns_from_stored_metrics(gpt2
     copy = Warehouse(shutil.copytree(gpt2_11b.root, tmp_path / "wh"))
     copy.refresh_duckdb()
     before = rows(copy, "SELECT * FROM kernels ORDER BY launch_id")
-    assert pipeline.renormalize(copy).unchanged == 1
+    assert renormalize_job.renormalize(copy).unchanged == 1
     assert rows(copy, "SELECT * FROM kernels ORDER BY launch_id") == before
 
 
@@ -204,7 +206,7 @@ def test_llama_gemms_share_of_the_bf16_peak_on_the_corpus(tmp_path):
     H100's 989.5 TFLOP/s datasheet BF16 peak, and ~66 % of the peak at the clock it ran at."""
     subprocess.run(["tar", "xJf", str(CORPUS_11B / "llama.tar.xz"), "-C", str(tmp_path)], check=True)
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([tmp_path / "llama" / "llama.raw.csv"], warehouse)
+    ingest_job.ingest([tmp_path / "llama" / "llama.raw.csv"], warehouse)
     got = rows(warehouse, "SELECT tensor_flops, achieved_flops_per_s, pct_of_peak, tensor_util_pct FROM kernels "
                           "WHERE op_shapes = '[[2048, 1024], [1024, 2816]]'")
     assert len(got) == 4
@@ -225,7 +227,7 @@ def test_without_tensor_counters_the_op_shapes_give_the_flops(gpt2_11b):
     stored = gpt2_11b.read_run(run_id)
     metrics = pl.from_arrow(stored["metrics"]).drop("run_id", "model", "gpu")
     metrics = metrics.filter(~pl.col("metric").str.starts_with("sm__ops_path_tensor_src"))
-    kernels = pipeline.kernel_rows(pl.from_arrow(stored["kernels"]).select(pipeline.LAUNCH_COLUMNS), metrics,
+    kernels = kernel_rows(pl.from_arrow(stored["kernels"]).select(LAUNCH_COLUMNS), metrics,
                                    normalize.KernelRules.load())
     by_id = {row["launch_id"]: row for row in kernels.iter_rows(named=True)}
     gemm = by_id[10]                                   # aten::addmm [768], [1024, 768], [768, 768]

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA, rows
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.collect import discovery, presets, profiling, selection
 from kwarehouse.store.warehouse import Warehouse
@@ -528,7 +528,7 @@ def test_real_run_nvml_samples_ingest(tmp_path):
     """The NVML sampler ran inside kwh profile on the H100 (conv_quick's ncu pass): its samples ingest as
     telemetry of the GPU that ran the pass, GPM values included."""
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([RUNS / "conv_quick" / "ncu" / "nvml-samples.csv"], warehouse)
+    report = ingest_job.ingest([RUNS / "conv_quick" / "ncu" / "nvml-samples.csv"], warehouse)
     assert report.ok and not report.failed
     lines = (RUNS / "conv_quick" / "ncu" / "nvml-samples.csv").read_text().splitlines()
     found = rows(warehouse, "SELECT count(DISTINCT line), min(gpu_name), max(value) FILTER (WHERE field = 'sm_active') > 0, "
@@ -541,7 +541,7 @@ def profiled_warehouse(tmp_path_factory):
     """Each real run's ncu folder and its PyTorch-profiler discovery trace (what --ingest reads)."""
     warehouse = Warehouse(tmp_path_factory.mktemp("profiled") / "wh")
     sources = [RUNS / n / part for n in PROFILES for part in ("ncu", "discovery")] + [RUNS / "custom_invocation" / "ncu"]
-    report = pipeline.ingest(sources, warehouse)
+    report = ingest_job.ingest(sources, warehouse)
     assert report.ok and not report.failed
     return warehouse
 

@@ -339,8 +339,8 @@ def test_without_a_timing_the_estimate_stays_the_profiled_upper_bound(tmp_path):
     """The real trace as main's kwh profile left it (no timing, no CPU interval): the profiled upper bound, the
     evidence as before."""
     wh = Warehouse(tmp_path / "wh")
-    from kwarehouse import pipeline
-    assert pipeline.ingest([TINY / "discovery"], wh).ok
+    from kwarehouse.jobs import ingest as ingest_job
+    assert ingest_job.ingest([TINY / "discovery"], wh).ok
     ((est_ns, basis, evidence),) = rows(wh, "SELECT est_time_saved_ns, basis, evidence FROM launch_bound "
                                             "WHERE subject = '(whole run)'")
     assert (est_ns, basis) == (2017119.0, "idle time measured under the profiler, an upper bound")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, rows
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.collect import discovery, profiling, selection
 from kwarehouse.store.warehouse import Warehouse
 from test_profile import RUNS, TRACES, WORKLOAD, _one_error_line, _profile, fake_tools  # noqa: F401 (fixture)
@@ -266,7 +266,7 @@ def test_interrupted_profile_leaves_an_ingestible_folder(tmp_path, fake_tools):
     # what the old kwh profile left: an empty details page under its real name; it fails alone
     (out / "ncu" / "transformer_block.details.csv").write_text("")
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([out / "ncu"], warehouse)
+    report = ingest_job.ingest([out / "ncu"], warehouse)
     (run,) = report.runs
     assert run.model == "transformer_block" and run.kernels == 7
     assert any("partial kwh profile" in note and "interrupted: export-details" in note for note in run.notes)
@@ -316,7 +316,7 @@ def test_autotune_op_class_in_the_warehouse_and_hot_kernels(tmp_path):
     from kwarehouse.collect.hot_kernels import hot_kernels
     from kwarehouse.answers.summary import summary_tables
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([JAX / "discovery", JAX / "ncu"], warehouse)
+    report = ingest_job.ingest([JAX / "discovery", JAX / "ncu"], warehouse)
     assert report.ok and not report.failed, report.failed
     found = rows(warehouse, "SELECT DISTINCT kernel_base FROM kernel_launches WHERE op_class = 'autotune' ORDER BY 1")
     assert [selection.function_name(base) for (base,) in found] == \

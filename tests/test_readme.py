@@ -103,3 +103,30 @@ def test_every_readme_command_runs(workdir, command, monkeypatch):
                           input="SELECT count(*) FROM runs;\n.quit\n" if interactive else "", timeout=300)
     assert done.returncode in allowed, f"{command}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
     assert "Traceback" not in done.stderr
+
+
+def test_readme_mcp_config_starts_the_server(workdir):
+    """The README's MCP client config, as a client runs it: its command and args (the warehouse placeholder
+    pointed at the demo's), started over stdio by the mcp SDK's client, answer a query as kwh sql does."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client, StdioServerParameters
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```json\n(.*?)```", text, re.S) if '"mcpServers"' in b]
+    import json
+    config = json.loads(block)["mcpServers"]["kwarehouse"]
+    args = [str(workdir / "warehouse") if a == "/data/kwh" else a for a in config["args"]]
+    assert args != config["args"], "the README's config names its warehouse /data/kwh"
+    query = "SELECT count(*) AS runs FROM runs"
+    expected = CliRunner().invoke(main, ["--warehouse", str(workdir / "warehouse"), "sql", "--csv", query]).output
+
+    async def ask() -> tuple[set[str], str]:
+        server = StdioServerParameters(command=config["command"], args=args, env=_env(workdir), cwd=str(workdir))
+        async with Client(server) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("sql", {"query": query})
+            return tools, result.content[0].text
+
+    tools, answer = anyio.run(ask)
+    assert {"sql", "what_to_fix_first", "explain_kernel", "compare"} <= tools
+    assert answer.splitlines()[:2] == ["| runs |", f"| {expected.splitlines()[1]} |"]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.settings import Settings
 from kwarehouse.store.warehouse import Warehouse
@@ -27,7 +27,7 @@ LM_HEAD = "cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1"
 
 
 def ingest(warehouse: Warehouse, *folders: Path) -> Warehouse:
-    report = pipeline.ingest(list(folders), warehouse)
+    report = ingest_job.ingest(list(folders), warehouse)
     assert report.failed == []
     return warehouse
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.answers import report
 from kwarehouse.store.warehouse import Warehouse
 
@@ -37,7 +37,7 @@ def report_file(tmp_path_factory) -> Path:
                                                   .replace('"2026-11-23"', f'"{day}"'))
         folders.append(folder)
     warehouse = Warehouse(base / "wh")
-    report_ = pipeline.ingest(folders + [DATA / "ncu-llama-h100-variants", DATA / "ncu-custom-cupy-h100",
+    report_ = ingest_job.ingest(folders + [DATA / "ncu-llama-h100-variants", DATA / "ncu-custom-cupy-h100",
                                          DATA / "torch-trace-gpt2"], warehouse)
     assert report_.failed == []
     path = base / "report.html"
@@ -94,7 +94,7 @@ def test_the_report_renders_in_headless_chromium_offline(report_file, tmp_path):
 
 def test_filters_keep_the_stall_section_and_labels_and_colours_are_distinct(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "ncu-llama-h100-variants"], warehouse)
     html = report.build(warehouse, report.Filters("llama", None, None))
     assert "Warp stall breakdown per op class" in html
     assert len(set(report.STALL_PALETTE)) == len(report.STALL_PALETTE) >= 19
@@ -201,7 +201,7 @@ def issue33(request, tmp_path_factory) -> tuple[Warehouse, ReportPage, str]:
         sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
                    DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
     warehouse = Warehouse(base / "wh")
-    result = pipeline.ingest(sources, warehouse)
+    result = ingest_job.ingest(sources, warehouse)
     assert result.failed == []
     return warehouse, ReportPage(report.build(warehouse)), request.param
 
@@ -332,15 +332,39 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     return out
 
 
-def test_every_report_and_summary_query_is_a_described_sql_file_that_is_loaded():
-    from kwarehouse.answers import summary
-    sources = {module: Path(module.__file__).read_text() for module in (report, summary)}
-    files = sorted(report.SQL_DIR.glob("*.sql"))
-    assert files and summary.SQL_DIR == report.SQL_DIR
-    for path in files:
-        assert path.read_text().startswith("-- "), path.name
-        assert (f'q("{path.stem}"' in sources[report] or f'_query(warehouse, "{path.stem}"' in sources[summary]), \
-            f"{path.name} is not loaded"
-    # no query text left in the modules: every SELECT lives in report_sql/
-    for source in sources.values():
-        assert not re.search(r'"\s*(SELECT|WITH)\b', source)
+def test_the_package_ships_every_sql_file_of_the_answers():
+    """pyproject's package-data names the folders by glob: a new folder of queries must be added there."""
+    import tomllib
+    from kwarehouse.answers import queries
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["kwarehouse"]
+    package = Path(queries.__file__).parents[1]
+    files = [path.relative_to(package) for path in (package / "answers").rglob("*.sql")]
+    assert files and not [f for f in files if not any(f.match(g) and len(f.parts) == len(Path(g).parts)
+                                                      for g in globs)]
+
+def test_every_answers_query_is_a_described_sql_file_that_is_loaded():
+    from kwarehouse.answers import agent_answers, diff, export, queries, summary
+    sources = {module: Path(module.__file__).read_text()
+               for module in (report, summary, diff, export, agent_answers)}
+    folder = Path(queries.__file__).with_name("sql")
+    shared = {path.stem: path.read_text() for path in sorted((folder / "shared").glob("*.sql"))}
+    texts = {name: (folder / f"{name}.sql").read_text() for name in queries.names()}
+    assert texts and shared
+    for name, text in [*texts.items(), *shared.items()]:
+        assert text.startswith("-- "), f"{name}.sql: its first line must say what it answers"
+    for name, text in texts.items():
+        assert any(f'{call}"{name}"' in source for source in sources.values()
+                   for call in ("q(", "queries.load(", "_query(warehouse, ")), f"{name}.sql is not loaded"
+        # every placeholder is a shared piece, but diff's selector: the one piece Python composes
+        assert set(queries.PLACEHOLDER.findall(text)) <= set(shared) | {"selector"}, name
+    # a shared piece serves several queries and is written once: no query holds a copy of its body
+    for piece, text in shared.items():
+        assert sum("{" + piece + "}" in t for t in texts.values()) >= 2, f"shared/{piece}.sql serves one query"
+        body = text.split("\n", 1)[1].strip()
+        assert not [name for name, t in texts.items() if body in t], f"a query repeats shared/{piece}.sql"
+    # no query text left in the modules: every SELECT lives in sql/ (an error's hint may quote one: \");
+    # export composes its COPY around the user's source, columns and --where, which vary
+    for module in (report, summary, diff):
+        source = sources[module]
+        assert not re.search(r'(?<!\\)"\s*(SELECT|WITH)\b', source)

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.jobs import compact as compact_job
 from kwarehouse.jobs import rollup
 from kwarehouse.cli import main
 from kwarehouse.settings import Settings
@@ -73,9 +74,9 @@ def skewed_clock(monkeypatch):
 
 def test_a_new_run_is_rolled_up(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days[:2], warehouse)
+    ingest_job.ingest(three_days[:2], warehouse)
     rollup.rollup(warehouse)
-    pipeline.ingest(three_days[2:], warehouse)
+    ingest_job.ingest(three_days[2:], warehouse)
     assert rollup.rollup(warehouse).days == ["2026-11-22"]
     assert rollup_rows(warehouse) == full_rows(warehouse)
 
@@ -92,8 +93,8 @@ def lose_run(warehouse: Warehouse, run_id: str) -> None:
 
 def test_a_run_taken_out_by_check_repair_leaves_no_rollup_rows(tmp_path, three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
-    pipeline.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
+    ingest_job.ingest(three_days, warehouse)
+    ingest_job.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
     rollup.rollup(warehouse)
     lose_run(warehouse, run_of_day(warehouse, "2026-11-21", "llama"))
     assert "2026-11-21" in " ".join(check.check(warehouse, verify_rollups=rollup.verify_sample).notes)
@@ -105,7 +106,7 @@ def test_a_run_taken_out_by_check_repair_leaves_no_rollup_rows(tmp_path, three_d
 
 def test_a_days_only_run_taken_out_drops_the_day(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     lose_run(warehouse, run_of_day(warehouse, "2026-11-21"))
     report = rollup.rollup(warehouse)
@@ -129,7 +130,7 @@ def replace_run(warehouse: Warehouse, run_id: str, factor: float) -> None:
 
 def test_a_replaced_run_is_rolled_up_again(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     replace_run(warehouse, run_of_day(warehouse, "2026-11-20"), 2.0)
     assert rollup.rollup(warehouse).days == ["2026-11-20"]
@@ -139,10 +140,10 @@ def test_a_replaced_run_is_rolled_up_again(three_days, new_warehouse):
 def test_a_writer_clock_behind_the_last_rollup_still_gets_its_run_rolled_up(three_days, new_warehouse,
                                                                              skewed_clock):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days[:2], warehouse)
+    ingest_job.ingest(three_days[:2], warehouse)
     rollup.rollup(warehouse)
     skewed_clock(-timedelta(hours=1))      # a second host, or an NTP step back
-    pipeline.ingest(three_days[2:], warehouse)
+    ingest_job.ingest(three_days[2:], warehouse)
     replace_run(warehouse, run_of_day(warehouse, "2026-11-20"), 3.0)
     assert rollup.rollup(warehouse).days == ["2026-11-20", "2026-11-22"]
     assert rollup_rows(warehouse) == full_rows(warehouse)
@@ -151,17 +152,17 @@ def test_a_writer_clock_behind_the_last_rollup_still_gets_its_run_rolled_up(thre
 def test_a_writer_clock_ahead_does_not_hide_later_runs(three_days, new_warehouse, skewed_clock):
     warehouse = new_warehouse()
     skewed_clock(timedelta(hours=2))       # the rollup's writer runs ahead of the next ingest's
-    pipeline.ingest(three_days[:1], warehouse)
+    ingest_job.ingest(three_days[:1], warehouse)
     rollup.rollup(warehouse)
     skewed_clock(timedelta(0))
-    pipeline.ingest(three_days[1:], warehouse)
+    ingest_job.ingest(three_days[1:], warehouse)
     assert rollup.rollup(warehouse).days == ["2026-11-21", "2026-11-22"]
     assert rollup_rows(warehouse) == full_rows(warehouse)
 
 
 def test_rollup_twice_writes_nothing_the_second_time(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     generation = warehouse.snapshot().generation
     assert rollup.rollup(warehouse).days == []
@@ -170,7 +171,7 @@ def test_rollup_twice_writes_nothing_the_second_time(three_days, new_warehouse):
 
 def test_check_names_a_day_whose_rollup_rows_are_wrong(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
+    ingest_job.ingest(three_days, warehouse)
     rollup.rollup(warehouse)
     assert check.check(warehouse, verify_rollups=rollup.verify_sample).ok
     # the day's rollup file rewritten with other numbers (as an older kwh's incremental rollup left it)
@@ -193,9 +194,9 @@ def test_check_names_a_day_whose_rollup_rows_are_wrong(three_days, new_warehouse
 
 def test_check_notes_days_not_rolled_up_since_their_runs_changed(three_days, new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest(three_days[:2], warehouse)
+    ingest_job.ingest(three_days[:2], warehouse)
     rollup.rollup(warehouse)
-    pipeline.ingest(three_days[2:], warehouse)
+    ingest_job.ingest(three_days[2:], warehouse)
     report = check.check(warehouse, verify_rollups=rollup.verify_sample)
     assert report.ok, report.problems
     assert [n for n in report.notes if "2026-11-22" in n and "kwh rollup" in n], report.notes
@@ -204,7 +205,7 @@ def test_check_notes_days_not_rolled_up_since_their_runs_changed(three_days, new
 # -- the retire grace on the catalog's clock ----------------------------------------------------------------
 
 def two_runs_in_one_partition(warehouse: Warehouse) -> None:
-    pipeline.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
+    ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
 
 
 def test_a_writer_clock_ahead_does_not_delete_files_a_session_still_reads(new_warehouse, skewed_clock):
@@ -212,9 +213,9 @@ def test_a_writer_clock_ahead_does_not_delete_files_a_session_still_reads(new_wa
     two_runs_in_one_partition(warehouse)
     session = warehouse.connect()           # bound to the files of now
     expected = session.execute("SELECT count(*) FROM runs").fetchall()
-    assert pipeline.compact(warehouse)      # retires the files the session reads
+    assert compact_job.compact(warehouse)      # retires the files the session reads
     skewed_clock(timedelta(minutes=15))     # the next writer's clock runs 15 minutes ahead
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     assert session.execute("SELECT count(*) FROM runs").fetchall() == expected
     session.close()
 
@@ -222,13 +223,13 @@ def test_a_writer_clock_ahead_does_not_delete_files_a_session_still_reads(new_wa
 def test_retired_files_go_once_the_catalog_clock_passes_the_grace(new_warehouse, monkeypatch, skewed_clock):
     warehouse = new_warehouse()
     two_runs_in_one_partition(warehouse)
-    pipeline.compact(warehouse)
+    compact_job.compact(warehouse)
     with warehouse.reader.connect() as con:
         retired = list(con.execute(sa.select(catalog.catalog_retired.c.path)).scalars())
     assert retired
     skewed_clock(-timedelta(hours=1))       # a writer clock behind does not keep them for ever either
     no_grace = Warehouse(warehouse.root, warehouse.catalog_url, settings=Settings(retire_grace=timedelta(0)))
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")
     assert not [p for p in retired if (warehouse.root / layout.FILES / p).exists() or (warehouse.root / p).exists()]
 
 
@@ -237,8 +238,8 @@ def test_rollups_of_an_older_kwh_are_checked_and_recomputed(tmp_path, three_days
     run's rows behind. kwh check names the day; the next rollup recomputes every day it has no
     coverage for."""
     warehouse = new_warehouse()
-    pipeline.ingest(three_days, warehouse)
-    pipeline.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
+    ingest_job.ingest(three_days, warehouse)
+    ingest_job.ingest([dated_copy(tmp_path, "ncu-gtx1080-raw", "2026-11-21", name="vecadd")], warehouse)
     rollup.rollup(warehouse)
     with warehouse.engine.begin() as con:       # what an older kwh's rollup left: rows, no coverage
         con.execute(catalog.catalog_rollup_coverage.delete())

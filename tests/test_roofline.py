@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from conftest import DATA, rows
 
 import kwarehouse
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.cli import main
 from kwarehouse.normalize import peaks
 from kwarehouse.store.warehouse import Warehouse
@@ -21,7 +21,7 @@ CUPY = DATA / "ncu-custom-cupy-h100"      # saxpy, naive SGEMM, a CUB reduction:
 @pytest.fixture(scope="module")
 def roof_warehouse(tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("roofline") / "wh")
-    assert pipeline.ingest([TENSOR, CUPY], warehouse).failed == []
+    assert ingest_job.ingest([TENSOR, CUPY], warehouse).failed == []
     return warehouse
 
 
@@ -151,7 +151,7 @@ def test_tensor_kernels_without_counted_tensor_flops_are_not_placed(tmp_path):
     shapes: its only FLOPs are its epilogue's; it gets no intensity, roof or limiter, not a place at
     ~0 FLOP/s."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
     found = rows(warehouse, "SELECT DISTINCT level, roof, limiter, roof_flops_per_s, unplaced_reason FROM roofline "
                             "WHERE kernel_base LIKE 'nvjet%'")
     assert found and all(r[1:] == (None, None, None, "tensor-core work not counted") for r in found)
@@ -186,7 +186,7 @@ def corpus_11b(tmp_path_factory) -> Warehouse:
     if not sources:
         pytest.skip("no raw ncu pages found in the 11b corpus")
     for source in sources:
-        pipeline.ingest([source], warehouse, model=source.name.split(".")[0])
+        ingest_job.ingest([source], warehouse, model=source.name.split(".")[0])
     return warehouse
 
 
@@ -208,7 +208,7 @@ def test_the_report_draws_each_roof_and_places_tensor_kernels_by_their_tensor_fl
 
     from kwarehouse.answers import report
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([TENSOR, CUPY, DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
+    assert ingest_job.ingest([TENSOR, CUPY, DATA / "ncu-rep-compiled-mlp"], warehouse).failed == []
     text = report.build(warehouse)
     chart = text[text.index("<h2>Roofline: NVIDIA H100 80GB HBM3"):]
     chart = chart[:chart.index("</svg>")]
@@ -232,7 +232,7 @@ def test_launches_without_nvtx_take_their_flops_from_the_models_timeline(tmp_pat
     nvjet kernel and launch shape (timeline_shape_flops): the roofline places that GEMM with those FLOPs
     against the bf16 roof, at 70-90 % of it (issue 18), instead of listing it as not counted."""
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "ncu-rep-compiled-mlp", DATA / "torch-trace-compiled_mlp"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "ncu-rep-compiled-mlp", DATA / "torch-trace-compiled_mlp"], warehouse).failed == []
     found = rows(warehouse, "SELECT flops_source, roof, limiter, pct_of_roof, unplaced_reason FROM roofline "
                             "WHERE level = 'launch' AND kernel_base LIKE 'nvjet%'")
     assert found

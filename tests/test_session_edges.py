@@ -17,7 +17,8 @@ import pytest
 from conftest import DATA
 
 import kwarehouse
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.build import sources
 from kwarehouse.store.warehouse import Warehouse
 
 # -- Ctrl-C in the kwh sql prompt ------------------------------------------------------------------
@@ -83,7 +84,7 @@ class Terminal:
 
 def test_ctrl_c_cancels_the_running_query_and_the_prompt_goes_on(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     terminal = Terminal(["--warehouse", str(warehouse.root), "sql"], tmp_path)
     try:
         terminal.expect(b"kwh> ")
@@ -113,7 +114,7 @@ def test_ctrl_c_cancels_the_running_query_and_the_prompt_goes_on(tmp_path):
 
 def test_ctrl_c_stops_a_one_shot_query_without_a_traceback(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     env = {**os.environ, "PYTHONPATH": str(Path(kwarehouse.__file__).parents[1])}
     query = ENDLESS_QUERY.decode().strip().rstrip(";")
     child = subprocess.Popen([sys.executable, "-m", "kwarehouse", "--warehouse", str(warehouse.root), "sql", query],
@@ -197,7 +198,7 @@ def test_archives_are_named_skips_with_the_command_that_extracts_them(tmp_path):
     # the command in the message does what it says: then the export inside goes in
     command = skipped["gpt2.tar.xz"].split("extract it (", 1)[1].split(") and ingest ", 1)[0]
     subprocess.run(command, shell=True, check=True)
-    report = pipeline.ingest([drop / "gpt2"], Warehouse(warehouse))
+    report = ingest_job.ingest([drop / "gpt2"], Warehouse(warehouse))
     assert report.failed == [] and [r.kernels for r in report.runs] == [3]
 
 
@@ -206,7 +207,7 @@ def test_an_archive_named_on_the_command_line_is_an_error_and_no_reader_is_force
     warehouse = Warehouse(tmp_path / "wh")
     for name in ("gpt2.tgz", "single.raw.csv.xz"):
         for format in (None, "ncu-raw-csv"):
-            report = pipeline.ingest([tmp_path / name], warehouse, format=format)
+            report = ingest_job.ingest([tmp_path / name], warehouse, format=format)
             assert report.runs == [] and len(report.failed) == 1
             assert report.failed[0].startswith(f"{tmp_path / name}: {expected[name]}")
 
@@ -282,9 +283,9 @@ def test_captures_with_nothing_to_store_are_recorded_once_and_never_fail_an_inge
     copy = tmp_path / "elsewhere"
     copy.mkdir()
     (copy / "trace.json").write_bytes((drop / "empty/cpu_only.json").read_bytes())
-    report = pipeline.ingest([copy], warehouse)
+    report = ingest_job.ingest([copy], warehouse)
     assert report.empty == [] and report.skipped == [(str(copy / "trace.json"), "already ingested (nothing to store: "
-                                                      + recorded[pipeline.sha256_of(copy / "trace.json")] + ")")]
+                                                      + recorded[sources.sha256_of(copy / "trace.json")] + ")")]
     assert [r for r, in _rows(warehouse, "SELECT model FROM runs")] == ["gpt2"]
 
 
@@ -322,7 +323,7 @@ def test_ncu_saying_it_profiled_nothing_is_found_after_a_long_program_log_and_in
     (captures / "long.txt").write_text(filler + log)
     (captures / "powershell.txt").write_bytes("\ufeff".encode("utf-16-le") + log.encode("utf-16-le"))
     (captures / "other.txt").write_text(filler)       # the program's output alone: skipped as before
-    report = pipeline.ingest([captures], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([captures], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and report.runs == []
     lines = filler.count("\n") + 4
     assert sorted(e.path.rsplit("/", 1)[-1] for e in report.empty) == [f"long.txt:{lines}", "powershell.txt"]
@@ -336,13 +337,13 @@ def test_captures_with_nothing_to_store_in_parallel_ingests(tmp_path):
     expected = _empty_captures(drop / "a")
     _empty_captures(drop / "b")     # the same contents in a second folder: recorded once
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
+    report = ingest_job.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
     assert report.failed == []
     assert sorted(e.path.removeprefix(f"{drop}/a/") for e in report.empty) == sorted(expected)
     assert sorted(p.removeprefix(f"{drop}/b/") for p, why in report.skipped
                   if why == "same content as another file in this ingest") == sorted(n.split(":")[0] for n in expected)
     assert len(warehouse.empty_captures()) == len(expected)
-    again = pipeline.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
+    again = ingest_job.ingest([drop], warehouse, fan_out=fanout.process_pool(2))
     assert again.empty == [] and again.failed == []
     assert sum(why.startswith("already ingested (nothing to store: ") for _, why in again.skipped) == 2 * len(expected)
 
@@ -356,7 +357,7 @@ def test_a_7z_archive_is_a_named_skip(tmp_path):
     drop.mkdir()
     subprocess.run([SEVEN_ZIP, "a", "-bd", str(drop / "gpt2.7z"), str(DATA / "ncu-gpt2-h100")], check=True,
                    capture_output=True)
-    report = pipeline.ingest([drop], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([drop], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and report.runs == []
     assert report.skipped == [(str(drop / "gpt2.7z"), f"a 7-Zip archive; kwh does not read inside archives: extract it "
                                                       f"(7z x {drop}/gpt2.7z -o{drop}/gpt2) and ingest {drop}/gpt2")]

@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.build.report import IngestReport
+from kwarehouse.build import sources
 from kwarehouse.errors import InputError
 from kwarehouse.store.warehouse import Warehouse
 
@@ -29,11 +31,11 @@ def _folder(tmp_path, *names):
 @pytest.mark.parametrize("name", ["profile.txt", "ncu.log"])
 def test_a_capture_saved_as_txt_or_log_is_read_like_the_csv(tmp_path, name):
     folder = _folder(tmp_path, name)
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert report.ok and report.skipped == []
     assert [(r.kernels, [f.rsplit("/", 1)[-1] for f in r.files]) for r in report.runs] == [(3, [name])]
     as_csv = Warehouse(tmp_path / "csv")
-    pipeline.ingest([_folder(tmp_path / "csv-src", "stdout.details.csv")], as_csv)
+    ingest_job.ingest([_folder(tmp_path / "csv-src", "stdout.details.csv")], as_csv)
     query = "SELECT launch_id, metric, value, value_text FROM metrics ORDER BY ALL"
     assert rows(Warehouse(tmp_path / "wh"), query) == rows(as_csv, query) != []
 
@@ -45,7 +47,7 @@ def test_files_no_reader_claims_are_named_by_kind_and_never_fail(tmp_path):
     (folder / "empty.log").touch()
     (folder / "settings.json").write_text('{"note": "not a trace"}\n')
     shutil.copy(DATA / "bad/garbage.bin", folder / "blob.dat")
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"))
     assert report.ok and [r.kernels for r in report.runs] == [3]
     assert sorted((p.rsplit("/", 1)[-1], why) for p, why in report.skipped) == [
         ("README.md", "not a profiler export (text)"),
@@ -59,7 +61,7 @@ def test_files_no_reader_claims_are_named_by_kind_and_never_fail(tmp_path):
 def test_forced_format_reads_a_txt_capture_but_not_the_notes_beside_it(tmp_path):
     folder = _folder(tmp_path, "out.txt")
     shutil.copy(DATA / "README.md", folder / "README.md")
-    report = pipeline.ingest([folder], Warehouse(tmp_path / "wh"), format="ncu-details-csv")
+    report = ingest_job.ingest([folder], Warehouse(tmp_path / "wh"), format="ncu-details-csv")
     assert report.ok and [r.kernels for r in report.runs] == [3]
     assert [why for _, why in report.skipped] == ["not a profiler export (text)"]
 
@@ -67,7 +69,7 @@ def test_forced_format_reads_a_txt_capture_but_not_the_notes_beside_it(tmp_path)
 def test_a_text_file_named_on_the_command_line_is_still_an_error(tmp_path):
     notes = tmp_path / "notes.txt"
     shutil.copy(DATA / "ncu-cupy-h100-stdout/gpu.txt", notes)
-    report = pipeline.ingest([notes], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([notes], Warehouse(tmp_path / "wh"))
     assert len(report.failed) == 1 and "notes.txt: not a recognised export" in report.failed[0]
     with pytest.raises(InputError, match="not a recognised export"):
-        pipeline._read_one(notes, True, None, lambda sha: None, {}, set(), pipeline.IngestReport())
+        sources.read_one(notes, True, None, sources.Known.snapshot({}, {}), {}, set(), IngestReport())

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import DATA
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.jobs import rollup
 from kwarehouse import spark as kspark
 from kwarehouse.cli import main
@@ -192,7 +193,7 @@ def test_query_parity(registered, path):
 def test_partition_values_stay_strings(spark, tmp_path):
     """A model named 007 must not become the integer 7 (Spark's partition type inference)."""
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="007")
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="007")
     assert not report.failed and report.runs[0].model == "007"
     session = spark.newSession()
     kspark.register(session, warehouse.root, views_for="")   # the tables: the views cost a register each
@@ -226,10 +227,10 @@ def test_spark_ingest_equals_local_ingest(spark, pristine_warehouse, tmp_path):
     from kwarehouse.jobs import fanout
     sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
+    report = ingest_job.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
     assert not report.failed and len(report.runs) == 25
     assert warehouse_rows(warehouse) == warehouse_rows(Warehouse(pristine_warehouse))
-    again = pipeline.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
+    again = ingest_job.ingest(sources, warehouse, fan_out=fanout.spark_tasks(spark))
     assert again.runs == [] and all(why.startswith("already ingested") or p.endswith("gpu.txt")
                                     for p, why in again.skipped)   # gpu.txt: not a profiler export (text)
 
@@ -252,7 +253,7 @@ def test_a_failing_spark_task_is_one_line(spark, tmp_path, monkeypatch):
     # the task function travels to the Spark workers by value: patch the reference the lambda uses
     monkeypatch.setattr(fanout, "prepare_folder", broken)
     with pytest.raises(KwhError, match="a Spark ingest task failed.*ZeroDivisionError: worker broke"):
-        pipeline.ingest([DATA / "ncu-gpt2-h100"], Warehouse(tmp_path / "wh"), fan_out=fanout.spark_tasks(spark))
+        ingest_job.ingest([DATA / "ncu-gpt2-h100"], Warehouse(tmp_path / "wh"), fan_out=fanout.spark_tasks(spark))
 
 
 def test_views_dialect_duckdb_is_a_script_duckdb_runs(ingested):
@@ -274,7 +275,7 @@ def test_gpu_telemetry_parity(spark, tmp_path):
     """gpu_telemetry on a real H100 capture (NVML, nvidia-smi and dmon logs beside a PyTorch trace), in a
     Spark session of its own (temporary views belong to a session: the shared registration stays)."""
     warehouse = Warehouse(tmp_path / "wh")
-    result = pipeline.ingest([DATA / "telemetry-gemm-h100"], warehouse)
+    result = ingest_job.ingest([DATA / "telemetry-gemm-h100"], warehouse)
     assert [f for f in result.failed if "noheader" not in str(f)] == []   # that log is there to be refused
     own = spark.newSession()
     kspark.register(own, warehouse.root, views_for="gpu_telemetry")   # and what it reads, not every view

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kwarehouse import cli, pipeline, schema
+from kwarehouse import cli, schema
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.answers import export
 from kwarehouse.store import fast_read, layout
 from kwarehouse.collect.command import profile
@@ -39,7 +40,7 @@ def test_help_loads_no_data_library():
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("startup") / "wh")
-    assert pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse).failed == []
     return warehouse
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, rows
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError
 from kwarehouse.ingest import nvml_samples
 
@@ -176,7 +177,7 @@ def test_a_bad_log_fails_alone_and_the_rest_of_the_folder_lands(tmp_path, new_wa
     text = (folder / "nvidia-smi-query.csv").read_text()
     (folder / "nvidia-smi-query.csv").write_text(text[:-30])       # cut mid-line
     warehouse = new_warehouse()
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert len(report.failed) == 1 and "nvidia-smi-query.csv:29: the file ends in the middle of a line" in report.failed[0]
     assert [r.model for r in report.runs] == ["gpt2"]
     assert rows(warehouse, "SELECT count(*), min(source), min(gpu) FROM gpu_samples") == \
@@ -187,7 +188,7 @@ def test_a_bad_log_fails_alone_and_the_rest_of_the_folder_lands(tmp_path, new_wa
 
 def test_telemetry_logs_land_as_runs_of_their_own(tmp_path, new_warehouse):
     warehouse = new_warehouse()
-    report = pipeline.ingest([SMI], warehouse)
+    report = ingest_job.ingest([SMI], warehouse)
     assert report.failed == [] and sorted(r.kernels for r in report.runs) == [0, 0]
     assert rows(warehouse, "SELECT tool, model, gpu, kernel_count FROM runs ORDER BY 1") == \
         [("telemetry", "gpt2", "NVIDIA H100 80GB HBM3", 0)] * 2
@@ -309,7 +310,7 @@ def window_of_trace() -> tuple[int, int]:
 
 def test_samples_join_the_run_whose_timeline_window_they_cover(new_warehouse):
     warehouse = new_warehouse()
-    report = pipeline.ingest([GEMM], warehouse)
+    report = ingest_job.ingest([GEMM], warehouse)
     # the headerless log fails on its own; the trace and five logs land
     assert len(report.failed) == 1 and "nvidia-smi-query-noheader.csv:1: no header line" in report.failed[0]
     assert sorted(r.kernels for r in report.runs) == [0, 0, 0, 0, 0, 300]
@@ -341,7 +342,7 @@ def test_samples_join_the_run_whose_timeline_window_they_cover(new_warehouse):
 
 def test_estimated_tflops_is_peak_times_tensor_activity_times_clock(new_warehouse):
     warehouse = new_warehouse()
-    pipeline.ingest([GEMM], warehouse)
+    ingest_job.ingest([GEMM], warehouse)
     [(estimate, peak, tensor, clock)] = rows(
         warehouse, "SELECT estimated_tensor_tflops_per_s, peak_tensor_tflops_per_s, tensor_active_mean_pct, "
                    "sm_clock_mean_hz FROM gpu_telemetry")
@@ -363,7 +364,7 @@ def test_manifest_window_for_a_run_without_a_timeline(tmp_path, new_warehouse):
     manifest = json.loads((GEMM / "manifest.torchprof.json").read_text())
     (folder / "manifest.json").write_text(json.dumps(manifest))
     warehouse = new_warehouse()
-    assert pipeline.ingest([folder], warehouse).failed == []
+    assert ingest_job.ingest([folder], warehouse).failed == []
     [(tool, source, start, end, samples, counter)] = rows(
         warehouse, "SELECT tool, window_source, window_start_ns, window_end_ns, samples, counter_source FROM gpu_telemetry")
     assert (tool, source, start, end) == ("ncu", "manifest", manifest["start_ns"], manifest["end_ns"])

@@ -12,7 +12,8 @@ from decimal import Decimal
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError
 from kwarehouse.ingest import ncu_rep
 from kwarehouse.normalize import identity
@@ -199,8 +200,8 @@ def test_ncu_rep_and_its_csv_give_the_same_rows(tmp_path):
         folder.mkdir()
         for name in exports + ["manifest.ncu.json", "ncu_version.txt"]:
             shutil.copy(DATA / "ncu-rep-compiled-mlp" / name, folder / name)
-    pipeline.ingest([folder_rep], rep)
-    pipeline.ingest([folder_csv], csv_only)
+    ingest_job.ingest([folder_rep], rep)
+    ingest_job.ingest([folder_csv], csv_only)
     # every column but the process fields the report API does not expose, and the raw NVTX text
     skip = {"run_id", "process_id", "process_name", "host_name", "nvtx_push_pop"}
     columns = [c for c, in rows(rep, "SELECT column_name FROM (DESCRIBE kernels)") if c not in skip]

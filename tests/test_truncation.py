@@ -191,14 +191,14 @@ def test_gzip_cut_short_bombs_and_inner_errors_name_the_gz_file(tmp_path, monkey
 
 
 def test_a_gzipped_export_is_ingested_from_a_folder(tmp_path):
-    from kwarehouse import pipeline
+    from kwarehouse.jobs import ingest as ingest_job
     from kwarehouse.store.warehouse import Warehouse
     folder = tmp_path / "runs" / "gpt2"
     shutil.copytree(DATA / "ncu-gpt2-h100", folder)
     for name in ("gpt2.raw.csv", "gpt2.details.csv", "gpt2.raw.mangled.csv", "gpt2.details.mangled.csv"):
         (folder / (name + ".gz")).write_bytes(gzip.compress((folder / name).read_bytes()))
         (folder / name).unlink()
-    report = pipeline.ingest([tmp_path / "runs"], Warehouse(tmp_path / "wh"))
+    report = ingest_job.ingest([tmp_path / "runs"], Warehouse(tmp_path / "wh"))
     assert report.failed == [] and [r.kernels for r in report.runs] == [3]
     assert not list(tmp_path.glob("runs/**/kwh-gunzip-*"))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, rows, warehouse_on
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store.warehouse import Warehouse
 
 FIXTURE = DATA / "verdicts-ncu-h100"
@@ -31,7 +31,7 @@ def expert_verdicts(corpus: str | None = None) -> list[dict]:
 @pytest.fixture(scope="module")
 def fixture_warehouse(tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(tmp_path_factory.mktemp("verdicts") / "wh")
-    report = pipeline.ingest([FIXTURE], warehouse)
+    report = ingest_job.ingest([FIXTURE], warehouse)
     assert report.failed == []
     return warehouse
 
@@ -183,7 +183,7 @@ def test_corpus_verdicts_and_agreement_with_ncu(tmp_path, backend, request):
         target.mkdir()
         for tarball in sorted(folder.glob("*.tar.xz")):
             subprocess.run(["tar", "xJf", str(tarball), "-C", str(target)], check=True)
-    pipeline.ingest([tmp_path / name for name in CORPORA], warehouse)
+    ingest_job.ingest([tmp_path / name for name in CORPORA], warehouse)
     got = {(c, m, l): (k, b, u) for c, m, l, k, b, u in rows(warehouse, f"""
         SELECT CASE WHEN r.source_dir LIKE '%/h100-2026-11b/%' THEN 'h100-2026-11b' ELSE 'h100-2026-11' END,
                b.model, b.launch_id, b.kernel_base, b.bottleneck, b.limiting_unit

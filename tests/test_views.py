@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from conftest import DATA, rows
 
-from kwarehouse import pipeline, views
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.store.warehouse import Warehouse
 
@@ -26,7 +27,7 @@ def raw(path, kernel_index: int, metric: str) -> float:
 
 @pytest.fixture
 def cupy(warehouse) -> Warehouse:
-    report = pipeline.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
+    report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
     assert report.failed == []
     return warehouse
 

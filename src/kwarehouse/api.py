@@ -26,7 +26,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from kwarehouse import pipeline, schema, views
+from kwarehouse import schema, views
+from kwarehouse.build.report import IngestReport
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import KwhError
 from kwarehouse.store import bind, fast_read
 from kwarehouse.store.bind import Snapshot
@@ -109,11 +111,11 @@ class KernelWarehouse:
         return {v.name: v.description for v in views.all_views().values()}
 
     def ingest(self, *paths: Path | str, model: str | None = None, tags: dict[str, str] | None = None,
-               format: str | None = None) -> pipeline.IngestReport:
+               format: str | None = None) -> IngestReport:
         """Ingest exports (files or folders); returns the report (runs, skipped, failed)."""
         # a Warehouse of its own: a writer's state (its staging folder) is not the readers' business
         writer = Warehouse(self.warehouse.root, self.warehouse.catalog_url, warn=_say_warning)
-        report = pipeline.ingest([Path(p) for p in paths], writer, format=format, model=model, tags=tags)
+        report = ingest_job.ingest([Path(p) for p in paths], writer, format=format, model=model, tags=tags)
         if self._identity is None:
             self._identity = fast_read.folder_id(self.warehouse.root)
         return report

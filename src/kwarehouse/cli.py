@@ -214,8 +214,9 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
       kwh ingest --jobs 2 fleet/
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
-    from kwarehouse import pipeline
+    from kwarehouse.build import discover
     from kwarehouse.collect.command import parse_tags
+    from kwarehouse.jobs import ingest as ingest_job
     tag_map = parse_tags(tags)
     if gpu is not None:
         tag_map["gpu"] = gpu
@@ -227,13 +228,13 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
     elif jobs > 1:
         from kwarehouse.jobs import fanout
         fan_out = fanout.process_pool(jobs)
-    files = [p for p, _ in pipeline.discover(sources)]
-    if sys.stderr.isatty() and len(files) > 1:
-        with click.progressbar(length=len(files), label="Reading exports", file=sys.stderr) as bar:
-            report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map,
+    found = discover.discover(sources)   # walked once: counted for the progress bar, then ingested
+    if sys.stderr.isatty() and len(found.files) > 1:
+        with click.progressbar(length=len(found.files), label="Reading exports", file=sys.stderr) as bar:
+            report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map,
                                      progress=lambda _: bar.update(1), fan_out=fan_out)
     else:
-        report = pipeline.ingest(sources, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
+        report = ingest_job.ingest(found, warehouse, format=format_, model=model, tags=tag_map, fan_out=fan_out)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.runs:
@@ -355,8 +356,11 @@ def _run_sql(con, query: str):
               help="Run the SQL in this file (e.g. one of queries/).")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
 @click.option("--json", "fmt", flag_value="json", help="Print JSON records.")
+@click.option("--read-only-confined", "confined", is_flag=True,
+              help="Read only the warehouse: one SELECT per statement, no files outside it, no COPY/ATTACH/"
+                   "SET/INSTALL, a time and memory limit (for shared dashboards; kwh mcp always runs so).")
 @click.pass_obj
-def sql(args: WarehouseArgs, query, path, fmt):
+def sql(args: WarehouseArgs, query, path, fmt, confined):
     """Run SQL over the warehouse tables and views; no QUERY and no --file opens a prompt
     (line editing, history, Ctrl-C, .tables/.schema/.mode/.help), or reads a script from a pipe.
 
@@ -367,17 +371,25 @@ def sql(args: WarehouseArgs, query, path, fmt):
       kwh sql "SELECT model, count(*) FROM kernels GROUP BY 1"
       kwh sql --csv "SELECT * FROM kernels WHERE model = 'gpt2'" > gpt2.csv
       kwh sql -f queries/most_popular_kernels.sql
+      kwh sql --read-only-confined "SELECT * FROM what_to_fix_first LIMIT 5"
     """
     if query and path:
         raise click.UsageError("give a QUERY or --file, not both")
     con = _connect(args)
+    run_sql = _run_sql
+    if confined:
+        from kwarehouse.answers import confined as confined_lib
+        con = confined_lib.confine(con, args.root)
+        def run_sql(con, statement):
+            page = confined_lib.run(con, statement)
+            return page.columns, page.rows
     if path:
         query = path.read_text(encoding="utf-8")
     from kwarehouse.answers.shell import Shell, cancellable
     if query:
-        _print_rows(*cancellable(con, _run_sql, query), fmt or "table")   # Ctrl-C stops the query
+        _print_rows(*cancellable(con, run_sql, query), fmt or "table")   # Ctrl-C stops the query
         return
-    shell = Shell(con, _run_sql, _print_rows, fmt or "table")
+    shell = Shell(con, run_sql, _print_rows, fmt or "table")
     if sys.stdin.isatty():
         shell.interactive()
     elif not shell.script(sys.stdin.read()):
@@ -462,9 +474,9 @@ def renormalize(warehouse: Warehouse):
     Example:
       kwh renormalize
     """
-    from kwarehouse import pipeline
+    from kwarehouse.jobs import renormalize
     _require_warehouse(warehouse)
-    report = pipeline.renormalize(warehouse)
+    report = renormalize.renormalize(warehouse)
     for line in report.repairs:
         click.echo(f"Repaired: {line}", err=True)
     for run in report.changed:
@@ -700,9 +712,9 @@ def compact(warehouse: Warehouse):
     Example:
       kwh compact
     """
-    from kwarehouse import pipeline
+    from kwarehouse.jobs import compact
     _require_warehouse(warehouse)
-    merged = pipeline.compact(warehouse)
+    merged = compact.compact(warehouse)
     click.echo(f"compacted {len(merged)} partition(s)")
 
 
@@ -848,6 +860,35 @@ def report(warehouse: Warehouse, output, model, gpu, since):
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     click.echo(f"wrote {output} ({len(text) // 1024} KiB)")
+
+
+@main.command()
+@warehouse_options
+@click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio.")
+@click.option("--timeout", "timeout_s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              metavar="SECONDS", help="Stop an answer (a query) after this long.")
+@click.pass_obj
+def mcp(args: WarehouseArgs, http_port, timeout_s):
+    """Serve the warehouse to coding agents as a Model Context Protocol server (stdio; read-only and
+    confined to the warehouse). Needs the mcp extra: pip install 'kwarehouse[mcp]'.
+
+    Tools: list_views, sql, what_to_fix_first, explain_kernel, compare, hot_unprofiled_kernels;
+    resources: the views' SQL and descriptions, the metric catalog. An MCP client starts it from its
+    config (README: MCP server).
+
+    \b
+    Example:
+      kwh --warehouse /data/kwh mcp
+      kwh mcp --warehouse /data/kwh --http 8765
+    """
+    try:
+        from kwarehouse.answers import mcp_server
+        import mcp  # noqa: F401 - the SDK: a missing extra is one line, not a traceback
+    except ImportError:
+        raise KwhError("kwh mcp needs the MCP SDK: pip install 'kwarehouse[mcp]'") from None
+    _require_warehouse(args.open())
+    mcp_server.serve(args.root, args.catalog_url, http_port, timeout_s)
 
 
 # kwh profile lives in kwarehouse.collect.command: it needs only click and the standard library, so a GPU

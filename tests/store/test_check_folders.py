@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import compact as compact_job
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store import catalog, check, layout
 from kwarehouse.store.warehouse import Warehouse
 
@@ -26,8 +27,8 @@ def globbed_kernels(warehouse: Warehouse, table: str = "kernels") -> int:
 @pytest.fixture
 def two_runs(tmp_path) -> Warehouse:
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([DATA / "ncu-gpt2-h100"], warehouse).failed == []
-    assert pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd").failed == []
+    assert ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse).failed == []
+    assert ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd").failed == []
     assert globbed_kernels(warehouse) == rows(warehouse, "SELECT count(*) FROM kernels")[0][0] == 6
     return warehouse
 
@@ -83,8 +84,8 @@ def test_an_identical_copy_in_a_table_folder_is_no_problem(two_runs):
 
 def test_a_replaced_file_left_in_its_table_folder_is_named_and_taken_out(two_runs):
     warehouse = two_runs
-    pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second file in the gpt2 partition
-    pipeline.compact(warehouse)
+    ingest_job.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second file in the gpt2 partition
+    compact_job.compact(warehouse)
     with warehouse.reader.connect() as con:
         retired = sorted(con.execute(sa.select(catalog.catalog_retired.c.path)).scalars())
     table = retired[0].split("/")[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.settings import Settings
 from kwarehouse.store import catalog, folders, layout
 from kwarehouse.cli import main
@@ -43,10 +43,10 @@ def test_a_copy_on_another_host_that_wrote_first_is_never_undone_by_the_original
     writer then deleted its files while its check said ok."""
     url = postgres_server.new_database()
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
     monkeypatch.setattr(folders, "host_name", lambda: "second-host")
-    pipeline.ingest([VECADD], Warehouse(copy, url), model="vecadd")     # kwh cannot look at the other host: it writes
+    ingest_job.ingest([VECADD], Warehouse(copy, url), model="vecadd")     # kwh cannot look at the other host: it writes
     both = run_ids(copy, url)
     assert len(both) == 2
     copy_files = parquet_files(copy)
@@ -66,7 +66,7 @@ def test_a_copy_on_another_host_that_wrote_first_is_never_undone_by_the_original
     assert read.exit_code == 0 and "is a copy of the warehouse" in read.output, read.output
     # the copy's next writer (after the retire grace) keeps every file, and its check is ok
     monkeypatch.setattr(folders, "host_name", lambda: "second-host")
-    assert pipeline.ingest([GPT2], Warehouse(copy, url, settings=Settings(retire_grace=timedelta(0)))).ok
+    assert ingest_job.ingest([GPT2], Warehouse(copy, url, settings=Settings(retire_grace=timedelta(0)))).ok
     assert parquet_files(copy) == copy_files and run_ids(copy, url) == both
     assert cli(copy, url, "check").exit_code == 0
     assert rows(Warehouse(copy, url), "SELECT count(*) FROM runs") == [(2,)]
@@ -75,7 +75,7 @@ def test_a_copy_on_another_host_that_wrote_first_is_never_undone_by_the_original
 def test_a_copy_beside_its_live_original_is_refused_before_it_writes(postgres_server, tmp_path):
     url = postgres_server.new_database()
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     files = parquet_files(original)
     copy = copy_folder(original, tmp_path / "b")
     for command in (["ingest", str(VECADD), "--model", "vecadd"], ["check", "--repair"], ["compact"], ["rollup"]):
@@ -97,10 +97,10 @@ def test_a_refused_copy_detaches_into_a_catalog_of_its_own_with_the_runs_it_has(
                                                                                  monkeypatch):
     url = postgres_server.new_database()
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
     monkeypatch.setattr(folders, "host_name", lambda: "second-host")
-    pipeline.ingest([VECADD], Warehouse(copy, url), model="vecadd")       # the copy is the warehouse now
+    ingest_job.ingest([VECADD], Warehouse(copy, url), model="vecadd")       # the copy is the warehouse now
     monkeypatch.undo()
     shared = run_ids(copy, url)
     detached = cli(original, url, "detach")
@@ -126,7 +126,7 @@ def run_ids_of_model(root: Path, catalog_url: str, model: str) -> str:
 def test_detach_to_a_new_postgresql_database(postgres_server, tmp_path):
     url, new = postgres_server.new_database(), postgres_server.new_database()
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     assert cli(original, url, "rollup").exit_code == 0
     rolled_up = rows(Warehouse(original, url), "SELECT count(*) FROM rollup_kernels_daily")
     assert rolled_up[0][0] > 0
@@ -148,7 +148,7 @@ def test_detach_to_a_new_postgresql_database(postgres_server, tmp_path):
 def test_a_moved_folder_writes_on_and_attach_moved_makes_a_copy_the_warehouse(postgres_server, tmp_path):
     url = postgres_server.new_database()
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     # mv: the registered folder is gone, the seal matches: the moved folder is the warehouse
     moved = tmp_path / "moved"
     original.rename(moved)
@@ -188,7 +188,7 @@ def test_a_moved_folder_writes_on_and_attach_moved_makes_a_copy_the_warehouse(po
 
 def test_a_copy_that_took_its_catalog_sqlite_along_is_a_warehouse_of_its_own(tmp_path):
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original))
+    ingest_job.ingest([GPT2], Warehouse(original))
     copy = copy_folder(original, tmp_path / "b")
     assert cli(copy, None, "ingest", str(VECADD), "--model", "vecadd").exit_code == 0
     assert cli(original, None, "ingest", str(DATA / "torch-trace-gpt2")).exit_code == 0
@@ -202,7 +202,7 @@ def test_a_copy_that_took_its_catalog_sqlite_along_is_a_warehouse_of_its_own(tmp
 def test_a_sqlite_catalog_outside_the_folder_is_shared_like_postgresql(tmp_path):
     url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
     refused = cli(copy, url, "ingest", str(VECADD), "--model", "vecadd")
     assert refused.exit_code == 1 and f"{copy} is a copy of the warehouse at {original}" in one_error_line(refused)
@@ -214,7 +214,7 @@ def test_a_sqlite_catalog_outside_the_folder_is_shared_like_postgresql(tmp_path)
 def test_a_writer_that_dies_between_the_folders_seal_and_the_catalogs_is_no_copy(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
     original = tmp_path / "a"
-    pipeline.ingest([GPT2], Warehouse(original, url))
+    ingest_job.ingest([GPT2], Warehouse(original, url))
     copy = copy_folder(original, tmp_path / "b")
 
     write_seal = folders._write_seal

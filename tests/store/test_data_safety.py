@@ -20,7 +20,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, EXPORT_FOLDERS, rows
 
-from kwarehouse import pipeline
+from kwarehouse import ingest as readers
+from kwarehouse.jobs import compact as compact_job
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.jobs import renormalize as renormalize_job
 from kwarehouse.cli import main
 from kwarehouse.errors import KwhError
 from kwarehouse.settings import Settings
@@ -51,7 +54,7 @@ def one_error_line(result) -> str:
 
 def test_a_moved_or_empty_catalog_sqlite_is_refused_and_deletes_nothing(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
+    ingest_job.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
     files = parquet_files(warehouse.root)
     catalog = warehouse.root / "catalog.sqlite"
     shutil.move(catalog, tmp_path / "moved.sqlite")
@@ -72,39 +75,39 @@ def test_a_moved_or_empty_catalog_sqlite_is_refused_and_deletes_nothing(tmp_path
 
 def test_an_older_kwh_warehouse_without_an_identity_is_adopted_but_not_when_its_catalog_is_gone(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     (warehouse.root / "warehouse.json").unlink()
     with sqlite3.connect(warehouse.root / "catalog.sqlite") as con:
         con.execute("DELETE FROM catalog_info WHERE key = 'warehouse_id'")
     # a warehouse written before identities existed gets one on its next write
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root), model="vecadd")
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root), model="vecadd")
     assert len(report.runs) == 1 and (warehouse.root / "warehouse.json").exists()
     # ... but an old warehouse whose catalog is missing is refused all the same
     (warehouse.root / "warehouse.json").unlink()
     (warehouse.root / "catalog.sqlite").unlink()
     with pytest.raises(KwhError, match="holds warehouse files but its catalog .* is missing or empty"):
-        pipeline.ingest([DATA / "ncu-custom-cupy-h100"], Warehouse(warehouse.root))
+        ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], Warehouse(warehouse.root))
     assert len(parquet_files(warehouse.root)) == 8
 
 
 def test_a_postgresql_catalog_that_is_empty_misspelt_or_forgotten_is_refused(postgres_server, tmp_path):
     url = postgres_server.new_database()
     warehouse = Warehouse(tmp_path / "wh", url)
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     files = parquet_files(warehouse.root)
     empty = postgres_server.new_database()
     with pytest.raises(KwhError, match="is empty; restore the catalog"):
-        pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, empty))
+        ingest_job.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, empty))
     misspelt = url.rsplit("/", 1)[0] + "/no_such_database"
     with pytest.raises(KwhError, match="cannot reach the catalog"):
-        pipeline.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, misspelt))
+        ingest_job.ingest([DATA / "ncu-gtx1080-raw"], Warehouse(warehouse.root, misspelt))
     # a cron job that forgot KWH_CATALOG gets the folder's missing catalog.sqlite
     result = cli(Warehouse(warehouse.root), "ingest", str(DATA / "ncu-gtx1080-raw"))
     assert result.exit_code == 1 and "is missing" in one_error_line(result)
     assert not (warehouse.root / "catalog.sqlite").exists()
     # another warehouse's catalog
     other = Warehouse(tmp_path / "other", empty)
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], other, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], other, model="vecadd")
     with pytest.raises(KwhError, match="belongs to another warehouse"):
         Warehouse(warehouse.root, empty).runs()
     assert parquet_files(warehouse.root) == files
@@ -115,7 +118,7 @@ def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
     """A user's Parquet files in the table folders, and files outside reached through a symlinked
     table folder, survive a crashed writer's repair and kwh check --repair."""
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     mine = [warehouse.root / "runs" / "mine.parquet", warehouse.root / "metrics" / "x" / "y.parquet"]
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -127,7 +130,7 @@ def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
     linked.symlink_to(outside, target_is_directory=True)
     # a folder kwh writes into that is a link: writers and repair refuse before touching anything
     with pytest.raises(KwhError, match="model=linked: a symbolic link"):
-        pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)
+        ingest_job.ingest([DATA / "torch-trace-gpt2"], warehouse)
     with pytest.raises(KwhError, match="model=linked: a symbolic link"):
         check.check(warehouse, repair=True)
     assert (outside / "precious.parquet").exists()
@@ -135,7 +138,7 @@ def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
     (warehouse.root / "_staging" / "someone-elses").mkdir(parents=True)
     (warehouse.root / "_staging" / "someone-elses" / "keep.txt").write_text("x")
     crash_during_ingest(warehouse, "placed", DATA / "torch-trace-gpt2")
-    report = pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)
+    report = ingest_job.ingest([DATA / "torch-trace-gpt2"], warehouse)
     assert any("never committed" in line for line in report.repairs)
     checked = check.check(warehouse, repair=True)
     assert checked.ok and any("not in the catalog and are left alone" in note for note in checked.notes)
@@ -150,10 +153,10 @@ def test_files_kwh_did_not_write_are_never_deleted(tmp_path):
                                    "__HIVE_DEFAULT_PARTITION__"])
 def test_any_model_name_is_stored_exactly_and_never_bricks_a_writer(tmp_path, model):
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([GPT2], warehouse, model=None).failed == []
+    assert ingest_job.ingest([GPT2], warehouse, model=None).failed == []
     trace = tmp_path / "trace"          # without its manifest, which names the model
     shutil.copytree(DATA / "torch-trace-gpt2", trace, ignore=shutil.ignore_patterns("manifest*"))
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw", trace], warehouse, model=model)
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw", trace], warehouse, model=model)
     assert report.failed == [] and len(report.runs) == 2
     for path in warehouse.root.rglob("*"):
         assert len(path.name.encode()) <= 255 and not (path.is_dir() and path.name.endswith(".parquet"))
@@ -185,7 +188,7 @@ def kwh_counts(warehouse: Warehouse) -> tuple:
 
 def test_a_failed_rebuild_is_healed_by_the_next_command_even_with_nothing_new(tmp_path, monkeypatch):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
 
     def disk_full(*args, **kwargs):
         raise duckdb.IOException("IO Error: Could not write file: No space left on device")
@@ -204,31 +207,31 @@ def test_a_failed_rebuild_is_healed_by_the_next_command_even_with_nothing_new(tm
 
 def test_a_published_file_is_checked_before_it_replaces_the_old_one(tmp_path, monkeypatch):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     before = published_counts(warehouse)
     monkeypatch.setattr(publish, "own_objects", lambda: {"runs", "a_view_that_was_not_written"})
     with pytest.raises(KwhError, match="lacks a_view_that_was_not_written"):
-        pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+        ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     assert published_counts(warehouse) == before
     assert not any(warehouse.staging.rglob("*.duckdb"))
 
 
 def test_retired_files_are_deleted_only_after_the_published_file_stops_naming_them(tmp_path, monkeypatch):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
-    pipeline.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second run in the gpt2 partition
+    ingest_job.ingest([GPT2], warehouse)
+    ingest_job.ingest([DATA / "torch-trace-gpt2"], warehouse)     # a second run in the gpt2 partition
     monkeypatch.setattr(publish, "_build", lambda *a: (_ for _ in ()).throw(duckdb.IOException("disk full")))
     with pytest.raises(KwhError):
-        pipeline.compact(warehouse)        # committed; warehouse.duckdb still names the small files
+        compact_job.compact(warehouse)        # committed; warehouse.duckdb still names the small files
     monkeypatch.undo()
     no_grace = Warehouse(warehouse.root, settings=Settings(retire_grace=timedelta(0)))
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")   # deletes the retired files
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], no_grace, model="vecadd")   # deletes the retired files
     assert published_counts(warehouse) == kwh_counts(warehouse)
 
 
 def test_a_stale_wal_and_a_users_own_tables_survive_a_rebuild(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     # a user's DuckDB session adds a table and a view, then dies without a checkpoint
     script = ("import duckdb, os, sys; con = duckdb.connect(sys.argv[1]); "
               "con.execute('PRAGMA disable_checkpoint_on_shutdown'); "
@@ -248,7 +251,7 @@ def test_a_stale_wal_and_a_users_own_tables_survive_a_rebuild(tmp_path):
 
 def test_a_copied_warehouse_gets_a_warehouse_duckdb_of_its_own(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     shutil.copytree(warehouse.root, tmp_path / "copy")
     shutil.rmtree(warehouse.root)
     copy = Warehouse(tmp_path / "copy")
@@ -263,7 +266,7 @@ def test_a_copied_warehouse_gets_a_warehouse_duckdb_of_its_own(tmp_path):
 @pytest.mark.parametrize("soak", [False, pytest.param(True, marks=pytest.mark.soak)])
 def test_readers_never_see_half_a_run(new_warehouse, soak):
     warehouse = new_warehouse()
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     folders = [DATA / n for n in ("ncu-gpt2-h100", "ncu-llama-h100-variants", "ncu-custom-cupy-h100")]
     if soak:   # every ncu export of tests/data, one ingest each
         folders = [p for p in sorted(DATA.iterdir()) if p.name.startswith("ncu-") and p.name != "ncu-gtx1080-raw"]
@@ -305,7 +308,7 @@ def test_a_partial_copy_is_replaced_by_its_complete_version(tmp_path, new_wareho
     full = (folder / "gpt2.raw.csv").read_bytes()
     lines = full.splitlines(keepends=True)
     (folder / "gpt2.raw.csv").write_bytes(b"".join(lines[:-1]))     # cut exactly at a row end
-    first = pipeline.ingest([folder], warehouse)
+    first = ingest_job.ingest([folder], warehouse)
     assert [r.kernels for r in first.runs] == [2]
     (folder / "gpt2.raw.csv").write_bytes(full)                      # the copy finished
     shutil.copy(GPT2 / "gpt2.details.csv", folder)
@@ -321,15 +324,15 @@ def test_a_partial_copy_is_replaced_by_its_complete_version(tmp_path, new_wareho
 def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "gpt2"
     shutil.copytree(GPT2, folder)
-    real = pipeline.readers.read_with
+    real = readers.read_with
 
     def growing(reader, path, data=None):
         result = real(reader, path, data)
         with open(path, "a") as handle:
             handle.write("\n")
         return result
-    monkeypatch.setattr(pipeline.readers, "read_with", growing)
-    report = pipeline.ingest([folder / "gpt2.raw.csv"], Warehouse(tmp_path / "wh"))
+    monkeypatch.setattr(readers, "read_with", growing)
+    report = ingest_job.ingest([folder / "gpt2.raw.csv"], Warehouse(tmp_path / "wh"))
     assert report.runs == [] and len(report.failed) == 1
     assert "changed while it was being read" in report.failed[0]
 
@@ -353,7 +356,8 @@ def test_bad_inputs_fail_one_file_each_and_later_folders_still_go_in(tmp_path):
 CRASH = """
 import os, sys
 from pathlib import Path
-from kwarehouse import pipeline
+from kwarehouse.jobs import compact as compact_job
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store import catalog, publish, session
 from kwarehouse.store.warehouse import Warehouse
 
@@ -383,12 +387,12 @@ elif step == "building":
 elif step == "published":
     publish._fsync = after(publish._fsync)       # the new file is written, not yet swapped in
 if sys.argv[2] == "compact":
-    pipeline.compact(Warehouse(sys.argv[1]))
+    compact_job.compact(Warehouse(sys.argv[1]))
 elif sys.argv[2] == "rollup":
     from kwarehouse.jobs import rollup
     rollup.rollup(Warehouse(sys.argv[1]))
 else:
-    pipeline.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))
+    ingest_job.ingest([Path(sys.argv[2])], Warehouse(sys.argv[1]))
 """
 
 
@@ -416,7 +420,7 @@ def no_stray_files(warehouse: Warehouse) -> None:
 @pytest.mark.parametrize("step", ["staged", "intents", "placed", "committed", "building", "published"])
 def test_kill_9_at_every_store_step_is_healed_by_the_next_command(tmp_path, step):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
+    ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     crash_during_ingest(warehouse, step, GPT2)
     healed = cli(Warehouse(warehouse.root), "ingest", str(GPT2))
     assert healed.exit_code == 0, healed.output
@@ -430,7 +434,7 @@ def test_kill_9_at_every_store_step_is_healed_by_the_next_command(tmp_path, step
 @pytest.mark.parametrize("step", ["placed", "committed"])
 def test_kill_9_during_compact_or_rollup_is_healed_by_the_next_command(tmp_path, command, step):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)     # two runs in gpt2's runs partition
+    ingest_job.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)     # two runs in gpt2's runs partition
     before = kwh_counts(warehouse)
     crash_during_ingest(warehouse, step, command)
     healed = cli(Warehouse(warehouse.root), command)
@@ -444,7 +448,7 @@ def test_kill_9_during_compact_or_rollup_is_healed_by_the_next_command(tmp_path,
 
 def test_a_writer_waiting_for_a_lock_says_for_whom_and_honours_wait(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     with open(warehouse.root / ".kwh.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.truncate(0)
@@ -521,7 +525,7 @@ def _read_only_bind(source: Path, target: Path) -> bool:
 
 def test_a_read_only_warehouse_can_be_read(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     target = tmp_path / "ro"
     if not _read_only_bind(warehouse.root, target):
         pytest.skip("needs root and mount --bind to make a read-only warehouse")
@@ -538,7 +542,7 @@ def test_a_read_only_warehouse_can_be_read(tmp_path):
 
 def test_a_damaged_catalog_is_one_line(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     (warehouse.root / "catalog.sqlite").write_bytes(b"this is not a database" * 300)
     for args in (["sql", "SELECT 1"], ["ingest", str(DATA / "ncu-gtx1080-raw")], ["check"]):
         result = cli(Warehouse(warehouse.root), *args)
@@ -547,8 +551,8 @@ def test_a_damaged_catalog_is_one_line(tmp_path):
 
 def test_a_lost_parquet_file_is_reported_and_repaired_by_taking_its_run_out(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
-    pipeline.compact(warehouse)
+    ingest_job.ingest([GPT2, DATA / "torch-trace-gpt2"], warehouse)
+    compact_job.compact(warehouse)
     lost = warehouse.committed_files("kernels")[0]
     table_name = warehouse.root / lost.relative_to(warehouse.root / layout.FILES)
     table_name.unlink()              # one name of a committed file gone: kwh's views lose nothing,
@@ -563,12 +567,12 @@ def test_a_lost_parquet_file_is_reported_and_repaired_by_taking_its_run_out(tmp_
     repaired = cli(warehouse, "check", "--repair")
     assert repaired.exit_code == 0 and "ingest its sources again to restore it" in repaired.output
     assert kwh_counts(warehouse)[:2] == (1, 0)
-    assert pipeline.ingest([GPT2], warehouse).runs[0].kernels == 3
+    assert ingest_job.ingest([GPT2], warehouse).runs[0].kernels == 3
     assert kwh_counts(warehouse)[:2] == (2, 3) and published_counts(warehouse) == kwh_counts(warehouse)
 
 
 def test_renormalize_rewrites_a_compacted_file_once_per_batch_not_once_per_run(ingested, monkeypatch):
-    pipeline.compact(ingested)
+    compact_job.compact(ingested)
     (ingested.rules_dir).mkdir(exist_ok=True)
     (ingested.rules_dir / "op_class_rules.csv").write_text("field,pattern,op_class\nbase,.,everything\n")
     written = []
@@ -576,7 +580,7 @@ def test_renormalize_rewrites_a_compacted_file_once_per_batch_not_once_per_run(i
     monkeypatch.setattr(files.Stager, "stage_chunks",
                         lambda self, stage, relative, name, chunks: written.append(relative)
                         or real(self, stage, relative, name, chunks))
-    report = pipeline.renormalize(ingested)
+    report = renormalize_job.renormalize(ingested)
     assert len(report.changed) > 3
     shared = {p.parent for p in ingested.committed_files("kernels")}
     assert len(written) <= 2 * len(shared) + 2    # kernels and metrics files, once each
@@ -617,7 +621,7 @@ def test_a_full_disk_fails_with_one_line_and_loses_nothing(tmp_path):
         assert kept <= {run for run, _, _ in healed.runs()}
         assert check.check(healed).ok
         reference = Warehouse(tmp_path / "reference")
-        pipeline.ingest(folders, reference)
+        ingest_job.ingest(folders, reference)
         assert kwh_counts(healed) == kwh_counts(reference) == published_counts(healed)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
@@ -627,7 +631,7 @@ def test_a_full_disk_fails_with_one_line_and_loses_nothing(tmp_path):
 
 def test_a_damaged_parquet_file_is_one_line_and_kwh_check_reads_every_page(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2, DATA / "ncu-custom-cupy-h100"], warehouse)
+    ingest_job.ingest([GPT2, DATA / "ncu-custom-cupy-h100"], warehouse)
     metrics = warehouse.committed_files("metrics")[0]
     data = bytearray(metrics.read_bytes())
     data[len(data) // 3:len(data) // 3 + 200] = b"\xff" * 200      # data pages; the footer is intact
@@ -650,7 +654,7 @@ def test_a_damaged_parquet_file_is_one_line_and_kwh_check_reads_every_page(tmp_p
 
 def test_a_busy_catalog_honours_wait_and_says_it_is_busy(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     holder = sqlite3.connect(warehouse.root / "catalog.sqlite", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -671,28 +675,28 @@ def test_files_with_temporary_names_wait_for_their_final_name(tmp_path):
     drop.mkdir()
     shutil.copy(GPT2 / "gpt2.raw.csv", drop / "gpt2.raw.csv.part")
     warehouse = Warehouse(tmp_path / "wh")
-    first = pipeline.ingest([drop], warehouse, model="gpt2")
+    first = ingest_job.ingest([drop], warehouse, model="gpt2")
     assert first.runs == [] and "temporary name" in first.skipped[0][1]
     (drop / "gpt2.raw.csv.part").rename(drop / "gpt2.raw.csv")
-    assert len(pipeline.ingest([drop], warehouse, model="gpt2").runs) == 1
+    assert len(ingest_job.ingest([drop], warehouse, model="gpt2").runs) == 1
 
 
 def test_a_gzipped_copy_of_an_ingested_export_is_the_same_file(tmp_path):
     import gzip
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     packed = tmp_path / "ncu-gpt2-h100"
     shutil.copytree(GPT2, packed)
     for path in packed.glob("*.csv"):
         path.with_suffix(".csv.gz").write_bytes(gzip.compress(path.read_bytes()))
         path.unlink()
-    report = pipeline.ingest([packed], warehouse)
+    report = ingest_job.ingest([packed], warehouse)
     assert report.runs == [] and sum(why.startswith("already ingested") for _, why in report.skipped) == 4
 
 
 def test_a_live_duckdb_session_that_changed_warehouse_duckdb_keeps_it(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     ready = tmp_path / "ready"
     script = ("import duckdb, pathlib, sys, time; con = duckdb.connect(sys.argv[1]); "
               "con.execute('CREATE TABLE keepme AS SELECT range AS x FROM range(10)'); "
@@ -719,7 +723,7 @@ def test_a_live_duckdb_session_that_changed_warehouse_duckdb_keeps_it(tmp_path):
 def test_a_warehouse_of_the_previous_kwh_is_read_and_upgraded(tmp_path):
     """Catalog version 2 (no identity, no write intents, no file sizes), as the last release wrote it."""
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2], warehouse)
+    ingest_job.ingest([GPT2], warehouse)
     with sqlite3.connect(warehouse.root / "catalog.sqlite") as con:
         con.execute("DROP TABLE write_intents")
         con.execute("ALTER TABLE ingested_files DROP COLUMN size")
@@ -743,10 +747,10 @@ def test_globbing_readers_see_exactly_the_committed_rows_after_a_merge_and_a_com
     import polars as pl
     import pyarrow.dataset as ds
     warehouse = Warehouse(tmp_path / "wh")
-    pipeline.ingest([GPT2 / "gpt2.raw.csv", DATA / "torch-trace-gpt2"], warehouse)
-    pipeline.ingest([GPT2 / "gpt2.details.csv"], warehouse)        # a later page merges into the run
+    ingest_job.ingest([GPT2 / "gpt2.raw.csv", DATA / "torch-trace-gpt2"], warehouse)
+    ingest_job.ingest([GPT2 / "gpt2.details.csv"], warehouse)        # a later page merges into the run
     session = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
-    pipeline.compact(warehouse)
+    compact_job.compact(warehouse)
 
     def counts() -> dict[str, int]:
         folder = warehouse.root / "kernels"

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from conftest import DATA, rows
 
-from kwarehouse import pipeline
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.store import check, fast_read, layout, publish
 from kwarehouse.store.catalog import catalog_info
 from kwarehouse.cli import main
@@ -52,7 +52,7 @@ def cli(warehouse: Warehouse, *args: str):
 @pytest.fixture
 def warehouse(tmp_path) -> Warehouse:
     warehouse = Warehouse(tmp_path / "wh")
-    assert pipeline.ingest([GPT2], warehouse).failed == []
+    assert ingest_job.ingest([GPT2], warehouse).failed == []
     return warehouse
 
 
@@ -185,5 +185,5 @@ def test_a_users_own_database_attaches_the_warehouse_for_their_views(warehouse, 
     shell("CREATE OR REPLACE VIEW my_top AS SELECT kernel_base, count(*) AS n FROM kwh.kernels GROUP BY 1")
     assert shell("SELECT sum(n) FROM my_top") == "3"
     assert layout.file_stat(warehouse.duckdb_path) == before and check.check(warehouse).ok
-    assert pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd").failed == []
+    assert ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd").failed == []
     assert shell("SELECT sum(n) FROM my_top") == "6"       # the new runs, through the same view

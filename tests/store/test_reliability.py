@@ -18,7 +18,8 @@ from conftest import DATA, EXPORT_FOLDERS, rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kwarehouse import ingest, pipeline
+from kwarehouse import ingest
+from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.errors import InputError, KwhError
 from kwarehouse.store.warehouse import Warehouse
 
@@ -126,7 +127,7 @@ def test_sqlite_files_that_are_not_nsys_exports(tmp_path):
 
 @pytest.mark.parametrize("model", ["it's; DROP TABLE runs; --", "mod\u00e8le-\u6a21\u578b", "../../etc", "a/b\\c", "\"q\""])
 def test_hostile_model_names_and_tags_stay_data(warehouse, tmp_path, model):
-    report = pipeline.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model=model, tags={"note": model})
+    report = ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model=model, tags={"note": model})
     assert report.failed == []
     assert rows(warehouse, "SELECT DISTINCT model FROM kernels") == [(model,)]
     assert rows(warehouse, "SELECT tags['note'] FROM runs") == [(model,)]
@@ -138,7 +139,7 @@ def test_a_symlink_loop_in_the_input_folder_is_not_followed(warehouse, tmp_path)
     folder = tmp_path / "runs"
     shutil.copytree(DATA / "ncu-gpt2-h100", folder / "gpt2")
     (folder / "gpt2" / "loop").symlink_to(folder, target_is_directory=True)
-    report = pipeline.ingest([folder], warehouse)
+    report = ingest_job.ingest([folder], warehouse)
     assert report.failed == [] and [r.kernels for r in report.runs] == [3]
 
 
@@ -147,7 +148,7 @@ def test_an_unreadable_file_is_named(warehouse, tmp_path):
     path = tmp_path / "secret.raw.csv"
     shutil.copy(DATA / "ncu-gpt2-h100/gpt2.raw.csv", path)
     path.chmod(0)
-    report = pipeline.ingest([path], warehouse)
+    report = ingest_job.ingest([path], warehouse)
     assert report.failed == [f"{path}: file is not readable; check its permissions"]
 
 
@@ -164,7 +165,7 @@ def test_inputs_are_never_modified_or_accompanied(ingested, tmp_path):
         path.chmod(0o555 if path.is_dir() else 0o444)
     before = state()
     warehouse = Warehouse(tmp_path / "wh")
-    report = pipeline.ingest([copy], warehouse)
+    report = ingest_job.ingest([copy], warehouse)
     assert report.failed == []
     assert state() == before
     for path in sorted(copy.rglob("*")):

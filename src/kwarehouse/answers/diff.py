@@ -20,10 +20,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from kwarehouse.answers import queries
 from kwarehouse.errors import KwhError
 from kwarehouse.store.warehouse import Warehouse
 
+# A selector's conditions are the one SQL built here (sql/diff_runs_selected.sql takes them): which keys
+# a side names, and how often, is the user's; each key's column is fixed below and its value bound.
 SELECTOR_KEYS = {"model": "model", "gpu": "gpu", "date": "CAST(run_date AS VARCHAR)", "tool": "tool"}
+TAG_CONDITION = "list_contains(map_extract(tags, ?), ?)"
 RUN_ID = re.compile(r"^[0-9a-f]{4,16}$")
 T_SIGNIFICANT = 2.0
 
@@ -91,8 +95,7 @@ def resolve(warehouse: Warehouse, selector: str) -> list[tuple[str, str]]:
     try:
         text = selector.strip()
         if RUN_ID.match(text):
-            found = con.execute("SELECT run_id, tool FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id",
-                                [text]).fetchall()
+            found = con.execute(queries.load("diff_runs_by_id"), [text]).fetchall()
             if len(found) > 1:
                 raise KwhError(f"run id prefix {text!r} is ambiguous: {', '.join(r for r, _ in found)}")
             if found:
@@ -104,15 +107,15 @@ def resolve(warehouse: Warehouse, selector: str) -> list[tuple[str, str]]:
             if not sep:
                 raise KwhError(f"{selector!r}: expected a run id or key=value[,key=value], e.g. model=gpt2,date=2026-11-23")
             if key.startswith("tag."):
-                conditions.append("list_contains(map_extract(tags, ?), ?)")
+                conditions.append(TAG_CONDITION)
                 params += [key[4:], value.strip()]
             elif key in SELECTOR_KEYS:
                 conditions.append(f"{SELECTOR_KEYS[key]} = ?")
                 params.append(value.strip())
             else:
                 raise KwhError(f"{selector!r}: unknown key {key!r}; use model, gpu, date, tool or tag.NAME")
-        found = con.execute(f"SELECT run_id, tool FROM runs WHERE {' AND '.join(conditions) or 'true'} "
-                            "ORDER BY run_id", params).fetchall()
+        selected = queries.load("diff_runs_selected", selector=" AND ".join(conditions) or "true")
+        found = con.execute(selected, params).fetchall()
         if not found:
             raise KwhError(f"no run matches {selector!r}; kwh sql \"SELECT run_id, model, run_date, tool FROM runs\" lists them")
         return found
@@ -181,30 +184,11 @@ def diff(warehouse: Warehouse, baseline: str, candidate: str, threshold_pct: flo
     return result
 
 
-# Timeline runs: their launches, or for an nsys run exported as `nsys stats` only, its kernel summary.
-TIMELINE_TIME = """
-SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM kernel_launches
-WHERE list_contains(?, run_id) AND activity = 'kernel' GROUP BY ALL
-UNION ALL
-SELECT kernel_id, run_id, sum(total_ns) FROM kernel_summaries
-WHERE list_contains(?, run_id) AND report = 'cuda_gpu_kern_sum'
-  AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches) GROUP BY ALL
-"""
-TIMELINE_NAMES = """
-SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM (
-    SELECT kernel_id, kernel_base, library, op_class FROM kernel_launches WHERE list_contains(?, run_id)
-    UNION ALL
-    SELECT kernel_id, kernel_base, library, op_class FROM kernel_summaries WHERE list_contains(?, run_id))
-GROUP BY kernel_id
-"""
-
-
 def _per_run(con, runs: list[str], timeline: bool) -> dict[str, dict[str, float]]:
     if timeline:
-        rows = con.execute(TIMELINE_TIME, [runs, runs]).fetchall()
+        rows = con.execute(queries.load("diff_timeline_time"), [runs, runs]).fetchall()
     else:
-        rows = con.execute("SELECT kernel_id, run_id, CAST(sum(duration_ns) AS DOUBLE) FROM kernels "
-                           "WHERE list_contains(?, run_id) GROUP BY ALL", [runs]).fetchall()
+        rows = con.execute(queries.load("diff_ncu_time"), [runs]).fetchall()
     out: dict[str, dict[str, float]] = {}
     for kernel_id, run_id, ns in rows:
         out.setdefault(kernel_id, {})[run_id] = ns     # None: an export without durations (ncu --metrics)
@@ -213,18 +197,14 @@ def _per_run(con, runs: list[str], timeline: bool) -> dict[str, dict[str, float]
 
 def _bottlenecks(con, runs: list[str]) -> dict[str, str]:
     """The bottleneck class holding most of each kernel identity's time on one side."""
-    rows = con.execute("SELECT kernel_id, arg_max(bottleneck, ns) FROM (SELECT kernel_id, bottleneck, "
-                       "coalesce(sum(duration_ns), 0) AS ns FROM bottleneck_class WHERE list_contains(?, run_id) GROUP BY ALL) "
-                       "GROUP BY kernel_id", [runs]).fetchall()
-    return dict(rows)
+    return dict(con.execute(queries.load("diff_bottlenecks"), [runs]).fetchall())
 
 
 def _names(con, runs: list[str], timeline: bool) -> dict[str, tuple[str, str, str]]:
     if timeline:
-        rows = con.execute(TIMELINE_NAMES, [runs, runs]).fetchall()
+        rows = con.execute(queries.load("diff_timeline_names"), [runs, runs]).fetchall()
     else:
-        rows = con.execute("SELECT kernel_id, min(kernel_base), min(library), min(op_class) FROM kernels "
-                           "WHERE list_contains(?, run_id) GROUP BY kernel_id", [runs]).fetchall()
+        rows = con.execute(queries.load("diff_ncu_names"), [runs]).fetchall()
     return {k: (b, lib, op) for k, b, lib, op in rows}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from kwarehouse import views
+from kwarehouse.answers import queries
 from kwarehouse.errors import KwhError
 from kwarehouse.store.layout import sql_string
 from kwarehouse.store.warehouse import Warehouse
@@ -38,18 +39,16 @@ def format_for(output: Path, fmt: str | None) -> str:
         raise KwhError(f"{output}: cannot tell the format from {output.suffix or 'a name without extension'!r}; "
                        f"name it .csv, .parquet, .json or .jsonl, or pass --format")
     return by_name
-FLOAT_TYPES = ("DOUBLE", "FLOAT", "REAL")
-TEXT_TYPES = ("VARCHAR",)
-# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection"), and a plain number,
-# which may start with + or - but runs nothing.
-FORMULA_START = r"^[=+@\t\r-]"
-PLAIN_NUMBER = r"[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+
+
+# The CSV cell of each column type: macros of sql/export_csv_cells.sql (plain decimals; formulas quoted).
+CSV_CELLS = {"DOUBLE": "csv_decimal", "FLOAT": "csv_decimal", "REAL": "csv_decimal", "VARCHAR": "csv_text"}
 
 
 def source_query(con: duckdb.DuckDBPyConnection, source: str) -> str:
     """A view or table name, a .sql file, or a SELECT/WITH query, as one query text."""
     text = source.strip()
-    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    names = {r[0] for r in con.execute(queries.load("export_sources")).fetchall()}
     if text in names:
         return f'SELECT * FROM "{text}"'
     if text.lower().endswith(".sql") and Path(text).is_file():
@@ -79,6 +78,10 @@ def export(warehouse: Warehouse, source: str, output: Path, *, fmt: str = "csv",
             if unknown:
                 raise KwhError(f"no column {', '.join(map(repr, unknown))} in {source}; it has: {', '.join(order)}")
             order = columns
+        if fmt == "csv":
+            con.execute(queries.load("export_csv_cells"))
+        # What is composed here varies with the request: the columns (quoted names), the source query
+        # (a view, a file or the user's own), the user's --where and the format's COPY options.
         select = ", ".join(_column(name, types[name], fmt) for name in order)
         filtered = f"SELECT {select} FROM ({query}) AS source" + (f" WHERE {where}" if where else "")
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -98,16 +101,5 @@ def export(warehouse: Warehouse, source: str, output: Path, *, fmt: str = "csv",
 
 def _column(name: str, kind: str, fmt: str) -> str:
     quoted = '"' + name.replace('"', '""') + '"'
-    if fmt == "csv" and kind.upper() in FLOAT_TYPES:
-        # Fixed-point text with at most 15 significant digits (a double's honest precision) and at
-        # most 9 decimals, trailing zeros cut: 11872.5, 66504679296000, 0.398521054 - never 1e-05.
-        decimals = (f"CASE WHEN {quoted} = 0 THEN 0 ELSE least(9, greatest(0, "
-                    f"14 - TRY_CAST(floor(log10(abs({quoted}))) AS INTEGER))) END")
-        fixed = f"printf('%.' || CAST({decimals} AS VARCHAR) || 'f', {quoted})"
-        trimmed = f"CASE WHEN contains({fixed}, '.') THEN rtrim(rtrim({fixed}, '0'), '.') ELSE {fixed} END"
-        return f"CASE WHEN isfinite({quoted}) THEN {trimmed} ELSE CAST({quoted} AS VARCHAR) END AS {quoted}"
-    if fmt == "csv" and kind.upper() in TEXT_TYPES:
-        return (f"CASE WHEN regexp_matches({quoted}, {sql_string(FORMULA_START)}) "
-                f"AND NOT regexp_full_match({quoted}, {sql_string(PLAIN_NUMBER)}) "
-                f"THEN chr(39) || {quoted} ELSE {quoted} END AS {quoted}")
-    return quoted
+    cell = CSV_CELLS.get(kind.upper()) if fmt == "csv" else None
+    return f"{cell}({quoted}) AS {quoted}" if cell else quoted

@@ -10,9 +10,9 @@ import html
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from kwarehouse.answers import diff as diff_lib
+from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -21,8 +21,6 @@ PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 STALL_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
                  "#f7b6d2", "#393b79", "#dbdb8d", "#9edae5"]
-# the report's queries, one per file (first comment: what it answers)
-SQL_DIR = Path(__file__).with_name("report_sql")
 WIDTH, HEIGHT = 760, 420
 MARGIN = dict(left=80, right=20, top=20, bottom=55)
 
@@ -32,14 +30,6 @@ class Filters:
     model: str | None = None
     gpu: str | None = None
     since: str | None = None   # YYYY-MM-DD: runs of this day or later
-
-    def where(self, alias: str = "") -> str:
-        """SQL condition on a table with model, gpu and run_id columns (values are bound, not pasted)."""
-        prefix = f"{alias}." if alias else ""
-        parts = ["($model IS NULL OR {p}model = $model)", "($gpu IS NULL OR {p}gpu = $gpu)",
-                 "($since IS NULL OR {p}run_id IN (SELECT run_id FROM runs WHERE "
-                 "coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))"]
-        return " AND ".join(p.format(p=prefix) for p in parts)
 
     @property
     def params(self) -> dict:
@@ -242,22 +232,14 @@ def _section(title: str, how: str, content: str) -> str:
     return f'<section><h2>{_esc(title)}</h2><p class="how">How to read this: {_esc(how)}</p>{content}</section>'
 
 
-def _load_sql(name: str) -> str:
-    """The text of report_sql/NAME.sql (one query per file, its first comment says what it answers)."""
-    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
-
-
 def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
     """The report's HTML text."""
     filters = filters or Filters()
     con = warehouse.connect()
-    # {where} keeps the selected runs of a table with model, gpu and run_id; {timed} the selected models of
-    # kernel_time-like views (no run_id); the values are bound parameters, never pasted
-    fragments = {"{where}": filters.where(), "{timed}": TIMED}
+    # the filters are bound parameters of sql/shared/selected_runs.sql and selected_models.sql; a query
+    # binds those it names
     def q(name: str, **extra):
-        sql = _load_sql(name)
-        for placeholder, condition in fragments.items():
-            sql = sql.replace(placeholder, condition)
+        sql = queries.load(name)
         bound = {k: v for k, v in {**filters.params, **extra}.items() if f"${k}" in sql}
         return con.execute(sql, bound).fetchall()
     latest, sections = [], []
@@ -394,11 +376,12 @@ def _bottleneck_sections(q) -> list[str]:
                      "it (this model's, borrowed from another model's run of the same kernel, or none: 'not profiled'), "
                      "ncu's own verdict (SOLBottleneck) and whether kwh agrees, the metric values that decided it "
                      "(cut-offs in the bottleneck_thresholds table) and the fix.",
-                     "".join(f'<h3>{_esc(model)} on {_esc(gpu)}</h3>' + _table(
+                     _tables_under_headings(
                          ["kernel", "library", "bottleneck", "limiting unit", "GPU time (us)", "% of model GPU time",
                           "time basis", "counters from", "SM %", "memory %", "ncu verdict", "agrees with ncu",
-                          "decided by (longest ncu launch)", "fix"], [r[2:] for r in model_rows])
-                         for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)))]
+                          "decided by (longest ncu launch)", "fix"],
+                         [(f"{model} on {gpu}", [r[2:] for r in model_rows])
+                          for (model, gpu), model_rows in _by_first([((r[0], r[1]), *r) for r in rows], strip=True)]))]
 
 
 def _signal_sections(q) -> list[str]:
@@ -415,10 +398,10 @@ def _signal_sections(q) -> list[str]:
             "sharing that bound, a model's savings within its GPU time). GPU time and saving are this model's part "
             "of the signal (a signal on a kernel several models run is split by their time in it) and its shares "
             "are of this model's GPU time, not of the fleet's. Idle time is in the next table, never added to these.",
-            "".join(f'<h3>{_esc(model)}</h3>' + _table(
+            _tables_under_headings(
                 ["signal", "subject", "time basis", "GPU time (us)", "% of model GPU time", "est. saved (us)",
                  "est. saved, % of model GPU time", "models sharing it", "fix", "evidence", "assumption"],
-                [r[1:] for r in rows]) for model, rows in _by_first(shown))))
+                [(model, [r[1:] for r in rows]) for model, rows in _by_first(shown)])))
     idle_rows = q("idle_signals")
     if idle_rows:
         sections.append(_section(
@@ -432,6 +415,11 @@ def _signal_sections(q) -> list[str]:
                     "% of the run's span", "CPU launch interval (us)", "median gap (us)",
                     "un-profiled span (us)", "fix", "evidence", "assumption"], idle_rows)))
     return sections
+
+
+def _tables_under_headings(columns: list[str], groups: list[tuple[str, list[tuple]]]) -> str:
+    """One table (these columns) per group, under the group's heading: a model's rows, say."""
+    return "".join(f"<h3>{_esc(heading)}</h3>" + _table(columns, rows) for heading, rows in groups)
 
 
 def _by_first(rows: list[tuple], strip: bool = False) -> list[tuple[object, list[tuple]]]:
@@ -519,11 +507,6 @@ def _roofline_sections(q, gpu: str, libraries: list[str]) -> list[str]:
             _table(["kernel", "library", "why", "launches", "ncu time (us)"],
                    [(r[0], r[1], r[2], r[3], _us(r[4])) for r in unplaced])))
     return sections
-
-
-# kernel_time rows kept by the filters: it has no run_id, so --since keeps the models with a run since then
-TIMED = ("($model IS NULL OR model = $model) AND ($gpu IS NULL OR gpu = $gpu) AND ($since IS NULL OR model IN "
-         "(SELECT model FROM runs WHERE coalesce(run_date, CAST(ingested_at AS DATE)) >= CAST($since AS DATE)))")
 
 
 def _model_efficiency_section(q) -> str:

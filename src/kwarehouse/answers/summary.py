@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
-# The queries are report_sql/<name>.sql (one per file; its first comment says what it answers), beside
-# the report's: answers read the warehouse, and their SQL lives in .sql files like the views'.
-SQL_DIR = Path(__file__).with_name("report_sql")
 
-
-def _load_sql(name: str) -> str:
-    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
-
-
-def _query(warehouse: Warehouse, name: str, params: list):
+def _query(warehouse: Warehouse, name: str, params: list | dict):
+    """(column names, rows) of the query answers/sql/NAME.sql."""
     con = warehouse.connect()
     try:
-        cursor = con.execute(_load_sql(name), params)
+        cursor = con.execute(queries.load(name), params)
         return [d[0] for d in cursor.description], cursor.fetchall()
     finally:
         con.close()
@@ -31,7 +23,8 @@ def summary_tables(warehouse: Warehouse, top: int = 10):
 
 def model_efficiency(warehouse: Warehouse):
     """Model-level efficiency per model and run (views/model_efficiency.sql), as (column names, rows)."""
-    return _query(warehouse, "summary_model_efficiency", [])
+    # the report's query, every filter off
+    return _query(warehouse, "model_efficiency", {"model": None, "gpu": None, "since": None})
 
 
 def fix_first(warehouse: Warehouse, top: int = 5):

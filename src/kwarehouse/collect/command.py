@@ -131,7 +131,7 @@ def profile(ctx, command, out, model, task, dtype, batch, seq_len, image_size, s
         if result.selection is not None:
             _echo_selection(result)
         if result.estimate is not None and result.selection is not None:
-            click.echo(f"# {profile_lib._estimate_line(result.estimate)}")
+            click.echo(f"# {profile_lib.estimate_line(result.estimate)}")
         for step in result.steps:
             click.echo(step.shell())
             if step.sampler():
@@ -166,14 +166,14 @@ def _echo_selection(result) -> None:
 
 
 def _ingest(ctx, sources: list[Path], sub_warehouse: Path | None) -> None:
-    from kwarehouse import pipeline
+    from kwarehouse.jobs.ingest import ingest
     from kwarehouse.store.warehouse import Warehouse
     # kwh's --warehouse/--catalog/--wait (cli.WarehouseArgs) when run as kwh profile
     base = ctx.obj if hasattr(ctx.obj, "catalog_url") else None
     root = sub_warehouse or (base.root if base else Path(os.environ.get("KWH_WAREHOUSE", "warehouse")))
     warehouse = Warehouse(root, base.catalog_url if base else os.environ.get("KWH_CATALOG"),
                           wait=base.wait if base else None, warn=lambda line: click.echo(f"kwh: {line}", err=True))
-    report = pipeline.ingest(sources, warehouse)
+    report = ingest(sources, warehouse)
     for run in report.runs:
         click.echo(f"{'new run' if run.new else 'updated run'} {run.run_id}: {run.model} on {run.gpu}, "
                    f"{run.kernels} kernels from {len(run.files)} file(s)")

@@ -53,7 +53,7 @@ DEFAULT_LAUNCH_COUNT = 100
 # The estimate is measured again once the pass has profiled this many launches (the first one's time
 # includes the command's start-up, so the rate is taken between the first and the last of them).
 MEASURED_LAUNCHES = 3
-PARTIAL_SUFFIX = ".part"          # pipeline.TEMPORARY_SUFFIXES: kwh ingest skips it
+PARTIAL_SUFFIX = ".part"          # build/sources.py TEMPORARY_SUFFIXES: kwh ingest skips it
 NARROW_NCU = ("fewer sections (--preset quick), fewer launches (--launch-count 10), fewer kernels (--top 3 or a "
               "--kernel-regex of one kernel), or a newer ncu")
 
@@ -344,7 +344,7 @@ def _profile(options: Options, model: str, ncu: str, method: str, common: list[s
 
     if chosen is not None:
         _write_json(out / "selection.json", chosen.as_json())
-    progress(_estimate_line(estimate))
+    progress(estimate_line(estimate))
     state.update("ncu", **run_facts)
     ncu_step = next(s for s in steps if s.name == "ncu")
     try:
@@ -410,8 +410,8 @@ def _estimate(options: Options, chosen: selection.Selection | None, window: sele
             "seconds": round(launches * per_launch, 1) if launches is not None and per_launch else None}
 
 
-def _estimate_line(estimate: dict) -> str:
-    """The estimate as printed before the targeted pass."""
+def estimate_line(estimate: dict) -> str:
+    """The estimate as one line: printed before the targeted pass, and by `kwh profile --dry-run`."""
     launches, matching, cap = estimate["launches"], estimate["matching_launches"], estimate["launch_count"]
     per_launch = estimate["seconds_per_launch"]
     if launches is None:

@@ -235,7 +235,7 @@ class Transcoded:
             try:
                 result = self.inner.read(plain)
             except KwhError as exc:
-                raise gzipped._renamed(exc, plain, path) from None
+                raise gzipped.renamed_error(exc, plain, path) from None
             except Exception as exc:   # noqa: BLE001 - ingest.read_with words it, naming the original file
                 raise type(exc)(str(exc).replace(str(plain), str(path))) from None
         return replace(result, path=path)

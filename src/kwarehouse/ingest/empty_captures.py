@@ -3,7 +3,7 @@
 A profiler run of a CPU-only program, of a program that never reached the GPU code, or with filters
 that matched no kernel leaves a capture that is complete and correct but empty. Counting it as a
 failed file made every ingest of its folder fail again (and `kwh nightly` with it) until someone
-deleted it; ingest instead records it in the catalog with the reason (pipeline.py) and later
+deleted it; ingest instead records it in the catalog with the reason (build/sources.py) and later
 ingests skip it.
 
 Readers raise errors.NothingToStore for the empty captures of their own formats (an nsys export

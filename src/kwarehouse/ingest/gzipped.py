@@ -58,7 +58,7 @@ class Gzipped:
             try:
                 result = self.inner.read(plain)
             except KwhError as exc:
-                raise _renamed(exc, plain, path) from None
+                raise renamed_error(exc, plain, path) from None
             except Exception as exc:   # noqa: BLE001 - ingest.read_with words it, naming the .gz file
                 raise type(exc)(str(exc).replace(str(plain), str(path))) from None
         return replace(result, path=path)
@@ -103,8 +103,9 @@ def chunks(source: Path):
         raise InputError(source, f"cannot decompress it: {os.strerror(exc.errno)}") from None
 
 
-def _renamed(exc: KwhError, plain: Path, path: Path) -> KwhError:
-    """The inner reader's error, naming the .gz file instead of the temporary copy."""
+def renamed_error(exc: KwhError, plain: Path, path: Path) -> KwhError:
+    """The error an inner reader raised on the temporary copy `plain`, naming the file the user gave
+    (`path`) instead: the gunzipped copy here, the UTF-8 copy of a UTF-16 capture in captured_text."""
     if isinstance(exc, InputError):   # NothingToStore stays what it is: a compressed empty capture is one too
         return type(exc)(path, exc.message.replace(str(plain), str(path)), line=exc.line)
     return type(exc)(str(exc).replace(str(plain), str(path)))

@@ -1,6 +1,7 @@
 """Ingest fan-out: read, normalize and stage folders of exports in parallel (worker processes with
-`kwh ingest --jobs N`, or Spark tasks with `--engine spark`); the driver commits each staged run
-through the catalog, one at a time, in folder order.
+`kwh ingest --jobs N`, or Spark tasks with `--engine spark`) with build/'s steps; the driver
+(jobs/ingest.py, ingest_fanned_out) commits each staged run through the catalog, one at a time, in
+folder order.
 
 Why the result equals a one-process ingest: the driver holds the writer lock from before the first
 task starts until the last commit, so the catalog the workers were given (which files and runs are
@@ -16,6 +17,7 @@ cluster), and so must the sources.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import re
@@ -24,20 +26,21 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kwarehouse import normalize, pipeline, schema
+from kwarehouse import build, normalize, schema
+from kwarehouse.build.batch import batchable, together
+from kwarehouse.build.isolate import isolated, one_line, warehouse_fault
+from kwarehouse.build.report import EmptyCapture, IngestReport, RunSummary
+from kwarehouse.build.sources import Known, Source, stored_path
 from kwarehouse.errors import KwhError
+from kwarehouse.settings import DEFAULT_SETTINGS, Settings
 from kwarehouse.store.files import StagedRun, Stager
 from kwarehouse.store.session import IngestedFile
 from kwarehouse.store.warehouse import Warehouse
 
+log = logging.getLogger(__name__)
+
 # A job: (position in job order, the files of one or more folders as (path, named by the user)).
 Job = tuple[int, list[tuple[str, bool]]]
-# Folders go to workers this many at a time (or up to this many input bytes): the runs of a job are
-# normalized and written together (pipeline.build_ncu_batch), and jobs stay many enough to balance
-# (the last job of one worker is all the other may wait for) and small enough for a worker's memory
-# (pipeline.BATCH_BYTES).
-JOB_FOLDERS = 8
-JOB_BYTES = 80 << 20
 
 
 @dataclass(frozen=True)
@@ -53,13 +56,14 @@ class IngestContext:
     existing_runs: frozenset[str]
     driver_pid: int = 0               # workers stop when it is gone
     known_empty: dict[str, str] = field(default_factory=dict)   # sha256 -> why it holds nothing to store
+    settings: Settings = DEFAULT_SETTINGS   # the driver's warehouse's
 
 
 @dataclass
 class PreparedRun:
     staged: StagedRun
     files: list[IngestedFile]
-    summary: pipeline.RunSummary
+    summary: RunSummary
 
 
 @dataclass
@@ -70,8 +74,8 @@ class FolderResult:
     runs: list[PreparedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    fallbacks: list[str] = field(default_factory=list)   # pipeline.IngestReport.fallbacks
-    empty: list[pipeline.EmptyCapture] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)   # IngestReport.fallbacks
+    empty: list[EmptyCapture] = field(default_factory=list)
     redo: bool = False    # the driver must ingest this folder itself (see the module docstring)
 
 
@@ -86,118 +90,62 @@ def prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     try:
         return _prepare_folder(job, context)
     except Exception as exc:   # noqa: BLE001 - the driver redoes the job; a warehouse's failure stops it
-        if pipeline.warehouse_fault(exc):
+        if warehouse_fault(exc):
             raise
-        pipeline.log.debug("a fan-out job failed; the driver ingests it", exc_info=True)
+        log.debug("a fan-out job failed; the driver ingests it", exc_info=True)
         return FolderResult(job[0], [p for p, _ in job[1]], redo=True, fallbacks=[
             f"{len(job[1])} file(s) of {len({str(Path(p).parent) for p, _ in job[1]})} folder(s) were read again "
-            f"by the driver: the worker's job failed ({pipeline._one_line(exc)})"])
+            f"by the driver: the worker's job failed ({one_line(exc)})"])
 
 
 def _prepare_folder(job: Job, context: IngestContext) -> FolderResult:
     index, files = job
-    warehouse = Warehouse(context.warehouse_root)    # rules only: no catalog access here
-    stager = Stager(Path(context.stage_dir), warehouse.settings)     # the driver's session commits
+    warehouse = Warehouse(context.warehouse_root, settings=context.settings)   # rules only: no catalog access here
+    stager = Stager(Path(context.stage_dir), context.settings)     # the driver's session commits what it stages
     result = FolderResult(index, [p for p, _ in files])
-    report = pipeline.IngestReport()
+    report = IngestReport()
     seen: set[str] = set()
-    groups = pipeline.read_folder([(Path(p), explicit) for p, explicit in files], context.format,
-                                  context.ingested.get, {}, seen, report, known_empty=context.known_empty.get)
+    known = Known.snapshot(context.ingested, context.known_empty)
+    groups = build.run.read_folder([(Path(p), explicit) for p, explicit in files], context.format, known, {}, seen,
+                                   report)
     result.shas = sorted(seen)
     result.skipped, result.failed, result.empty = report.skipped, report.failed, report.empty
     if any(run_id in context.existing_runs for run_id in groups) or any(
-            pipeline.stored_path(Path(p)) in context.ingested_paths for p in result.paths):
+            stored_path(Path(p)) in context.ingested_paths for p in result.paths):
         result.redo = True
         return result
     # loaded per folder, not cached: Spark reuses its Python workers across jobs, and a warehouse's
     # rules may change between two ingests
     rules = normalize.KernelRules.load(warehouse.rules_dir)
-    batch = {run_id: members for run_id, members in groups.items() if pipeline.batchable(members)}
-    prepared: dict[str, PreparedRun] = {}
-    if len(batch) > 1:
-        step = "building"
-        try:
-            built_runs = pipeline.build_ncu_batch(list(batch.items()), rules, context.model, context.tags)
-            step = "staging"
-            staged_runs = stager.stage_runs([(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()])
-        except Exception as exc:   # noqa: BLE001 - one odd run must not stop the others: each goes alone below
-            if pipeline.warehouse_fault(exc):
-                raise
-            pipeline.fell_back(report, batch, step, exc)
-        else:
-            prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
-                        for s in staged_runs}
+    batch = {run_id: members for run_id, members in groups.items() if batchable(members)}
+    built_runs = build.batch.build_together(batch, rules, context.model, context.tags, report, warehouse.root)
+    staged_runs = built_runs and together(batch, "staging", lambda: stager.stage_runs(
+        [(run_id, b.model, b.gpu, b.tables) for run_id, b in built_runs.items()]), report, warehouse.root)
+    prepared = {s.run_id: PreparedRun(s, built_runs[s.run_id].files, built_runs[s.run_id].summary)
+                for s in staged_runs or []}
     for run_id, members in groups.items():
         if run_id in prepared:
             result.runs.append(prepared[run_id])
             continue
 
-        def stage(of_run: list[pipeline._Source], run_id=run_id) -> PreparedRun:
-            built = pipeline.build_run(run_id, of_run, {}, rules, context.model, context.tags)
+        def stage(of_run: list[Source], run_id=run_id) -> PreparedRun:
+            built = build.run.build_run(run_id, of_run, {}, rules, context.model, context.tags)
             return PreparedRun(stager.stage_run(run_id, built.model, built.gpu, built.tables),
                                built.files, built.summary)
 
-        def check(member: pipeline._Source, run_id=run_id) -> None:
-            built = pipeline.build_run(run_id, [member], {}, rules, context.model, context.tags)
+        def check(member: Source, run_id=run_id) -> None:
+            built = build.run.build_run(run_id, [member], {}, rules, context.model, context.tags)
             for name, table in built.tables.items():
                 schema.conform(name, table)
-        if (run := pipeline.isolated(members, stage, check, report.failed)) is not None:
+        if (run := isolated(members, stage, check, report.failed)) is not None:
             result.runs.append(run)
     result.failed, result.fallbacks = report.failed, report.fallbacks
     return result
 
 
-def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehouse, fan_out: FanOut, *,
-                      format: str | None, model: str | None, tags: dict[str, str],
-                      progress: Callable[[Path], None] | None = None,
-                      report: pipeline.IngestReport | None = None) -> pipeline.IngestReport:
-    """pipeline.ingest with the folders prepared by `fan_out` and committed here."""
-    report = report or pipeline.IngestReport()
-    if not batches:
-        if warehouse.has_leftovers():     # nothing to read, but a crashed writer's work to undo
-            with warehouse.writer() as session:
-                report.repairs.extend(session.repairs)
-        return report
-    with warehouse.writer() as session:
-        report.repairs.extend(session.repairs)
-        context = IngestContext(str(warehouse.root), str(session.session_dir), format, model, tags,
-                                warehouse.ingested_files(), frozenset(warehouse.ingested_paths()),
-                                frozenset(run_id for run_id, _, _ in warehouse.runs()), os.getpid(),
-                                warehouse.empty_captures())
-        folders_of = _job_folders(batches)
-        jobs = [(i, [(str(p), explicit) for folder in folders for p, explicit in batches[folder]])
-                for i, folders in enumerate(folders_of)]
-        seen: set[str] = set()
-        metadata: dict = {}
-        for result in fan_out(jobs, context):
-            if result.redo or not seen.isdisjoint(result.shas):
-                if result.redo:   # a failed job says why (a redo for the warehouse's view says nothing)
-                    report.fallbacks.extend(result.fallbacks)
-                for run in result.runs:
-                    session.discard_staged(run.staged)
-                for folder in folders_of[result.index]:
-                    groups = pipeline.read_folder(batches[folder], format, warehouse.ingested_run, metadata,
-                                                  seen, report, progress, warehouse.ingested_at_path,
-                                                  context.known_empty.get)
-                    pipeline.commit_groups(groups, session, model, tags, report)
-                continue
-            if progress:
-                for path in result.paths:
-                    progress(Path(path))
-            seen.update(result.shas)
-            report.skipped.extend(result.skipped)
-            report.failed.extend(result.failed)
-            report.fallbacks.extend(result.fallbacks)
-            report.empty.extend(result.empty)
-            session.commit_many([(run.staged, run.files) for run in result.runs])   # one transaction per job
-            report.runs.extend(run.summary for run in result.runs)
-        pipeline.record_empty(session, report)
-    return report
-
-
-def _job_folders(batches: list[list[tuple[Path, bool]]]) -> list[list[int]]:
-    """The folders (positions in `batches`) of each job, in order: up to JOB_FOLDERS folders or
-    JOB_BYTES of files a job."""
+def job_folders(batches: list[list[tuple[Path, bool]]], settings: Settings) -> list[list[int]]:
+    """The folders (positions in `batches`) of each job, in order: up to Settings.job_folders folders
+    or Settings.job_bytes of files a job (why those: kwarehouse.settings)."""
     jobs: list[list[int]] = []
     size = 0
     for index, batch in enumerate(batches):
@@ -207,7 +155,7 @@ def _job_folders(batches: list[list[tuple[Path, bool]]]) -> list[list[int]]:
                 folder_bytes += path.stat().st_size
             except OSError:
                 pass
-        if not jobs or len(jobs[-1]) >= JOB_FOLDERS or size + folder_bytes > JOB_BYTES:
+        if not jobs or len(jobs[-1]) >= settings.job_folders or size + folder_bytes > settings.job_bytes:
             jobs.append([])
             size = 0
         jobs[-1].append(index)

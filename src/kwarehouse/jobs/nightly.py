@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kwarehouse import pipeline
-from kwarehouse.jobs import rollup
+from kwarehouse.build.report import IngestReport
+from kwarehouse.jobs import compact, rollup
+from kwarehouse.jobs.ingest import ingest
 from kwarehouse.store.warehouse import Warehouse
 
 
 @dataclass
 class NightlyReport:
-    ingest: pipeline.IngestReport
+    ingest: IngestReport
     rolled_up: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
 
@@ -36,7 +37,7 @@ class NightlyReport:
 
 def nightly(warehouse: Warehouse, drop: list[Path], settle_seconds: float = 60) -> NightlyReport:
     """settle_seconds: files modified more recently are left for the next night (still copying)."""
-    report = NightlyReport(pipeline.ingest(drop, warehouse, settle_seconds=settle_seconds))
+    report = NightlyReport(ingest(drop, warehouse, settle_seconds=settle_seconds))
     report.rolled_up = rollup.rollup(warehouse).days
-    report.compacted = pipeline.compact(warehouse)
+    report.compacted = compact.compact(warehouse)
     return report

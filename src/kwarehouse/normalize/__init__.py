@@ -130,7 +130,7 @@ def canonical_metric_names(metrics: pl.DataFrame) -> pl.DataFrame:
                                 .alias("metric"))
 
 
-# Several runs normalized in one pass (pipeline's batches) carry which run and which export a row
+# Several runs normalized in one pass (build/batch.py's batches) carry which run and which export a row
 # came from in these columns; steps whose answer is per run or per export group by them.
 BATCH_RUN, BATCH_MEMBER = "_batch_run", "_batch_member"
 

@@ -1,2 +1,0 @@
--- The GPUs with roofline launches in the selection: one roofline chart each.
-SELECT DISTINCT gpu FROM roofline WHERE level = 'launch' AND {where} ORDER BY gpu
