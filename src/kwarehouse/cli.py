@@ -888,7 +888,7 @@ def mcp(args: WarehouseArgs, http_port, timeout_s):
     except ImportError:
         raise KwhError("kwh mcp needs the MCP SDK: pip install 'kwarehouse[mcp]'") from None
     _require_warehouse(args.open())
-    mcp_server.serve(args.root, args.catalog_url, http_port, timeout_s)
+    mcp_server.serve(args.root, args.catalog_url, http_port, timeout_s, warn=say_warning)
 
 
 # kwh profile lives in kwarehouse.collect.command: it needs only click and the standard library, so a GPU

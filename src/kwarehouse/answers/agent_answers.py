@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from kwarehouse.answers import confined
-from kwarehouse.answers import queries
+from kwarehouse.answers import confined, queries
 from kwarehouse.errors import KwhError
 
 KERNEL_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -59,8 +59,10 @@ class _OneSnapshot:
 class Answers:
     """The warehouse at `root` (catalog `catalog_url`), answered read-only and confined."""
 
-    def __init__(self, root: Path, catalog_url: str | None = None, timeout_s: float = confined.QUERY_TIMEOUT_S):
+    def __init__(self, root: Path, catalog_url: str | None = None, timeout_s: float = confined.QUERY_TIMEOUT_S,
+                 warn: Callable[[str], None] | None = None):
         self.root = Path(root)
+        self.warn = warn
         self.catalog_url = catalog_url
         self.timeout_s = timeout_s
 
@@ -68,7 +70,7 @@ class Answers:
     def connection(self):
         """A confined connection over the warehouse's current snapshot, closed after the answer; the
         whole answer is stopped after timeout_s (a timer thread interrupts DuckDB)."""
-        con, real_root = confined.open_connection(self.root, self.catalog_url)
+        con, real_root = confined.open_connection(self.root, self.catalog_url, self.warn)
         try:
             confined.confine(con, real_root)
             timer = threading.Timer(self.timeout_s, con.interrupt)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +38,15 @@ class ConfinedQueryError(KwhError):
     """A query a confined connection refuses, or one it stopped (time, memory): one line."""
 
 
-def open_connection(root: Path, catalog_url: str | None = None) -> tuple[duckdb.DuckDBPyConnection, Path]:
+def open_connection(root: Path, catalog_url: str | None = None,
+                    warn: Callable[[str], None] | None = None) -> tuple[duckdb.DuckDBPyConnection, Path]:
     """(a kwh read connection over the warehouse at `root`, the warehouse folder's real path).
 
     The one place that touches the store: the rest of this module works on any DuckDB connection
-    whose views read Parquet files under the warehouse folder."""
+    whose views read Parquet files under the warehouse folder. warn receives the store's warnings
+    (committed files missing, warehouse.duckdb changed outside kwh) as they happen."""
     from kwarehouse.store.warehouse import Warehouse
-    warehouse = Warehouse(root, catalog_url)
+    warehouse = Warehouse(root, catalog_url, warn=warn)
     if not warehouse.exists:
         raise KwhError(f"{warehouse.root}: no warehouse here yet; run kwh ingest first "
                        "(or pass --warehouse / set KWH_WAREHOUSE)")

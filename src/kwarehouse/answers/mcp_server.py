@@ -9,6 +9,7 @@ to the agent as a tool error of one line, never as a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kwarehouse.answers import confined
@@ -23,13 +24,14 @@ ns unless a column says otherwise; time_basis says whether a time is real (timel
 Read-only: one SELECT per sql call, nothing outside the warehouse."""
 
 
-def build_server(root: Path, catalog_url: str | None = None, timeout_s: float = confined.QUERY_TIMEOUT_S):
+def build_server(root: Path, catalog_url: str | None = None, timeout_s: float = confined.QUERY_TIMEOUT_S,
+                 warn: Callable[[str], None] | None = None):
     """The MCPServer with kwh's tools and resources over the warehouse at `root`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.types import ToolAnnotations
 
-    answers = Answers(root, catalog_url, timeout_s)
+    answers = Answers(root, catalog_url, timeout_s, warn)
     # WARNING: the SDK logs every failed call at INFO to stderr, where MCP clients keep the server's log
     server = MCPServer("kwarehouse", instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -103,9 +105,10 @@ def build_server(root: Path, catalog_url: str | None = None, timeout_s: float = 
 
 
 def serve(root: Path, catalog_url: str | None = None, http_port: int | None = None,
-          timeout_s: float = confined.QUERY_TIMEOUT_S) -> None:
-    """Serve until the client closes stdio (or, with http_port, until interrupted)."""
-    server = build_server(root, catalog_url, timeout_s)
+          timeout_s: float = confined.QUERY_TIMEOUT_S, warn: Callable[[str], None] | None = None) -> None:
+    """Serve until the client closes stdio (or, with http_port, until interrupted). warn receives the
+    store's warnings; `kwh mcp` prints them on stderr, which MCP clients keep as the server's log."""
+    server = build_server(root, catalog_url, timeout_s, warn)
     if http_port is None:
         server.run("stdio")
     else:
