@@ -36,7 +36,7 @@ def test_every_view_has_a_description_and_compiles(ingested):
     assert sorted(views.all_views()) == [
         "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
         "launch_shape_correlates", "library_share", "model_efficiency", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline", "run_framework",
-        "speed_of_light",
+        "speed_of_light", "thresholds",
         "time_weighted_kernels", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
@@ -195,6 +195,16 @@ def test_thresholds_are_changed_without_editing_sql(cupy):
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nl2_hit,10\n")
     with pytest.raises(InputError, match=r"bottleneck_thresholds.csv:2: unknown threshold 'l2_hit'"):
         cupy.connect()
+
+
+def test_thresholds_view_has_every_threshold_with_its_override(cupy):
+    (cupy.root / "views").mkdir()
+    (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nmemory_pct,85\n")
+    con = cupy.connect()
+    cursor = con.execute("SELECT * FROM thresholds")
+    got = dict(zip([d[0] for d in cursor.description], cursor.fetchall()[0]))
+    defaults = {name: value for name, value, _ in views.thresholds()}
+    assert got == {**defaults, "memory_pct": 85.0}
 
 
 def test_design_signals_by_hand(cupy):

@@ -36,21 +36,7 @@
 -- seed_class is the seed heuristic exactly as the project began with it (issue 5): SM % >= 60 and DRAM % >= 60
 -- -> Mixed; SM >= 60 -> Compute; DRAM >= 60 -> Memory; both low and issue slots idle >= 30 % ->
 -- Latency-Occupancy; otherwise Mixed.
-WITH t AS (
-    SELECT max(CASE WHEN name = 'compute_pct' THEN value END) AS compute_pct,
-           max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct,
-           max(CASE WHEN name = 'balanced_pct' THEN value END) AS balanced_pct,
-           max(CASE WHEN name = 'tensor_roof_pct' THEN value END) AS tensor_roof_pct,
-           max(CASE WHEN name = 'stall_pct' THEN value END) AS stall_pct,
-           max(CASE WHEN name = 'seed_compute_pct' THEN value END) AS seed_compute_pct,
-           max(CASE WHEN name = 'seed_dram_pct' THEN value END) AS seed_dram_pct,
-           max(CASE WHEN name = 'reuse_factor' THEN value END) AS reuse_factor,
-           max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
-           max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
-           max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct,
-           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct
-    FROM bottleneck_thresholds
-), unit_metrics AS (
+WITH unit_metrics AS (
     -- per launch: the busiest unit of each memory level in ncu's memory SOL breakdown, the compute pipes
     -- (all % of peak over elapsed cycles) and DRAM bytes where only a rate was exported
     SELECT run_id, launch_id,
@@ -173,7 +159,7 @@ WITH t AS (
                 WHEN u.achieved_occupancy_pct IS NULL
                     THEN 'no achieved occupancy (sm__warps_active, in ncu''s Occupancy section)'
            END AS missing_data
-    FROM units u CROSS JOIN t
+    FROM units u CROSS JOIN thresholds t
 ), classified AS (
     SELECT u.*,
            CASE WHEN u.missing_data IS NOT NULL THEN 'not enough data'
@@ -195,7 +181,7 @@ WITH t AS (
                 ELSE 'Mixed' END AS seed_class,
            u.tensor_util_pct >= t.tensor_roof_pct AS at_tensor_roof,
            t.tiny_kernel_ns, t.reuse_factor, t.dram_roof_pct, t.low_occupancy_pct, t.full_wave_pct
-    FROM gaps u CROSS JOIN t
+    FROM gaps u CROSS JOIN thresholds t
 ), united AS (
     SELECT c.*,
            CASE c.bottleneck

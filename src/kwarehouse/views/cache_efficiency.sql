@@ -1,10 +1,8 @@
 -- Cache efficiency per kernel identity and model: time-weighted L1 and L2 hit rates with DRAM bytes moved, flagging memory-bound kernels with a low L2 hit rate.
 -- memory_bound: time-weighted max(DRAM %, memory %) >= threshold memory_pct; low_l2_hit: L2 hit < threshold
--- l2_hit_pct (bottleneck_thresholds).
+-- l2_hit_pct (the thresholds view).
 WITH t AS (
-    SELECT max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_cut,
-           max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_cut
-    FROM bottleneck_thresholds
+    SELECT memory_pct AS memory_cut, l2_hit_pct AS l2_hit_cut FROM thresholds
 ), weighted AS (
     SELECT model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base, count(*) AS launches,
            CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,

@@ -61,23 +61,7 @@
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
 -- Where that fix edits the kernel's code or algorithm (edits_kernel) and a library owns the kernel (a library_fixes
 -- row for its library, implementation, op class and stack), the fix is that library's knob instead.
-WITH t AS (
-    SELECT max(CASE WHEN name = 'tensor_pipe_low_pct' THEN value END) AS tensor_pipe_low_pct,
-           max(CASE WHEN name = 'tensor_efficiency_low_pct' THEN value END) AS tensor_efficiency_low_pct,
-           max(CASE WHEN name = 'tensor_efficiency_target_pct' THEN value END) AS tensor_efficiency_target_pct,
-           max(CASE WHEN name = 'trivial_gemm_flops' THEN value END) AS trivial_gemm_flops,
-           max(CASE WHEN name = 'low_occupancy_pct' THEN value END) AS low_occupancy_pct,
-           max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct,
-           max(CASE WHEN name = 'l2_hit_pct' THEN value END) AS l2_hit_pct,
-           max(CASE WHEN name = 'tiny_kernel_ns' THEN value END) AS tiny_kernel_ns,
-           max(CASE WHEN name = 'many_launches' THEN value END) AS many_launches,
-           max(CASE WHEN name = 'achievable_tensor_pct' THEN value END) AS achievable_tensor_pct,
-           max(CASE WHEN name = 'achievable_cuda_core_pct' THEN value END) AS achievable_cuda_core_pct,
-           max(CASE WHEN name = 'dram_roof_pct' THEN value END) AS dram_roof_pct,
-           max(CASE WHEN name = 'full_wave_pct' THEN value END) AS full_wave_pct,
-           max(CASE WHEN name = 'neighbour_kernels_between' THEN value END) AS neighbour_kernels_between
-    FROM bottleneck_thresholds
-), model_stack AS (
+WITH model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
     SELECT model, CASE WHEN count(DISTINCT coalesce(framework, '?')) = 1 THEN min(framework) END AS framework
     FROM run_framework GROUP BY model
@@ -153,7 +137,7 @@ WITH t AS (
                    CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
                         WHEN k.peak_flops_per_s = k.peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
                         ELSE concat(coalesce(k.math_dtype, 'unknown'), ' dense tensor') END AS roof
-            FROM kernels k CROSS JOIN t
+            FROM kernels k CROSS JOIN thresholds t
             LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
             LEFT JOIN gpu_l2 g ON g.gpu = k.gpu
         ) b
@@ -185,7 +169,7 @@ WITH t AS (
     FROM gemm_efficiency g WHERE g.misaligned AND NOT g.tiny
     UNION ALL
     SELECT g.*, 'GEMM/conv/attention at low tensor efficiency', 'low-efficiency GEMM op'
-    FROM gemm_efficiency g CROSS JOIN t
+    FROM gemm_efficiency g CROSS JOIN thresholds t
     WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND NOT g.short_k AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
     UNION ALL
@@ -228,7 +212,7 @@ WITH t AS (
                             g.wave_fill, ' %') END AS evidence,
            g.est_time_saved_ns, g.assumption, g.fix_key, g.framework, g.time_basis, g.floor_ns, g.floor_basis,
            'kernel time' AS basis
-    FROM gemm_signals g CROSS JOIN t
+    FROM gemm_signals g CROSS JOIN thresholds t
     -- a GEMV is flagged only below dram_roof_pct of the DRAM peak, time-weighted over its models
     WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
 ), timeline_order AS (
@@ -259,7 +243,7 @@ WITH t AS (
                                                CAST(coalesce(g.gemm_batch, 1) AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
                 THEN 0 ELSE 1 END AS starts_group,
            CASE WHEN g.seq - g.prev_seq = 1 THEN greatest(0, g.start_ns - g.prev_end_ns) ELSE 0 END AS gap_before_ns
-    FROM timeline_gemms g CROSS JOIN t
+    FROM timeline_gemms g CROSS JOIN thresholds t
 ), shared_input_groups AS (
     SELECT l.*,
            sum(l.starts_group) OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.seq
@@ -284,7 +268,7 @@ WITH t AS (
                             WHEN g.math_dtype IN ('bf16', 'fp16') THEN 2
                             WHEN g.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END AS elem_bytes
           FROM shared_input_groups g) m
-    CROSS JOIN t
+    CROSS JOIN thresholds t
     LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM kernels GROUP BY gpu) d ON d.gpu = m.gpu
     -- a timeline measures no clock: the compute floor takes the dtype's peak at the GPU's highest clock where
     -- ncu's tensor counters give its peak per cycle (above the datasheet's: 1,070 TFLOP/s BF16 at 1.98 GHz)
@@ -369,7 +353,7 @@ WITH t AS (
                 WHEN min(l.op_class) = 'attention' THEN 'low-efficiency attention'
                 ELSE 'low-efficiency GEMM kernel' END AS fix_key, CASE WHEN count(DISTINCT coalesce(l.framework, '?')) = 1 THEN min(l.framework) END AS framework,
            l.time_basis, sum(l.real_floor_ns) AS floor_ns, arg_max(l.floor_basis, l.real_floor_ns) AS floor_basis, 'kernel time' AS basis
-    FROM tensor_launches l CROSS JOIN t
+    FROM tensor_launches l CROSS JOIN thresholds t
     WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
     GROUP BY l.kernel_id, l.time_basis
     HAVING sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(l.real_ns) > 0
@@ -425,7 +409,7 @@ WITH t AS (
            b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
            'kernel time' AS basis
     FROM launches b
-    CROSS JOIN t
+    CROSS JOIN thresholds t
     -- a grid that covers full_wave_pct of the SMs (128 tiles on 132 SMs: 97 %) fills the GPU
     WHERE b.bottleneck = 'grid-too-small' AND 100.0 * least(b.grid_size, b.sm_count) / b.sm_count < t.full_wave_pct
     GROUP BY b.kernel_id, b.time_basis
@@ -444,7 +428,7 @@ WITH t AS (
            'partial last wave' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
            b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
            'kernel time' AS basis
-    FROM launches b CROSS JOIN t
+    FROM launches b CROSS JOIN thresholds t
     -- more than one wave, the last one less than full_wave_pct full (88-99 % full last waves save little)
     WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND b.waves_per_sm > 1
       AND 100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1) < t.full_wave_pct
@@ -528,7 +512,7 @@ WITH t AS (
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM launches b CROSS JOIN t
+    FROM launches b CROSS JOIN thresholds t
     WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
     GROUP BY b.kernel_id
 ), seed_gemm_tensor AS (
@@ -542,7 +526,7 @@ WITH t AS (
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM kernels k CROSS JOIN t
+    FROM kernels k CROSS JOIN thresholds t
     WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
     GROUP BY k.kernel_id
     HAVING sum(k.tensor_pipe_pct * k.duration_ns) / NULLIF(sum(k.duration_ns), 0) < max(t.tensor_pipe_low_pct)
@@ -559,7 +543,7 @@ WITH t AS (
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM launches o CROSS JOIN t
+    FROM launches o CROSS JOIN thresholds t
     WHERE o.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
       AND o.achieved_occupancy_pct < t.low_occupancy_pct
     GROUP BY o.kernel_base
@@ -575,7 +559,7 @@ WITH t AS (
            'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM kernels k CROSS JOIN t
+    FROM kernels k CROSS JOIN thresholds t
     WHERE k.duration_ns < t.tiny_kernel_ns AND (k.waves_per_sm < 1 OR k.grid_size < k.sm_count)
     GROUP BY k.kernel_id
     HAVING count(*) >= max(t.many_launches)

@@ -10,9 +10,7 @@
 -- intermediates kept on chip) at the GPU's peak DRAM bandwidth (kernels.peak_dram_bytes_per_s). NULL when
 -- a member has no counters. It is a bound, not a promise: launch gaps between the kernels come on top
 -- (launch_bound), and a fused kernel rarely reaches the full roof.
-WITH cut AS (
-    SELECT max(CASE WHEN name = 'memory_pct' THEN value END) AS memory_pct FROM bottleneck_thresholds
-), gpu_peak AS (
+WITH gpu_peak AS (
     SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM kernels GROUP BY gpu
 ), launches AS (
     SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.op_class, l.kernel_base,
@@ -21,7 +19,7 @@ WITH cut AS (
            (l.op_class IN ('elementwise', 'reduction', 'normalization', 'softmax', 'copy/transpose')
             OR kt.dram_pct >= c.memory_pct) AND l.activity = 'kernel' AS member
     FROM kernel_launches l
-    CROSS JOIN cut c
+    CROSS JOIN thresholds c
     LEFT JOIN gpu_peak p ON p.gpu = l.gpu
     LEFT JOIN kernel_time kt
       ON kt.model = l.model AND kt.gpu = l.gpu AND kt.kernel_id = l.kernel_id AND kt.time_basis = 'timeline'

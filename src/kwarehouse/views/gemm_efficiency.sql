@@ -48,11 +48,8 @@
 WITH limits AS (
     SELECT 1e8 AS tiny_flops,   -- 2·M·N·K below 0.1 GFLOP: ~0.1 µs at an H100's BF16 peak, less than a launch costs
            16 AS tiny_dim,      -- M, N or K below 16: most of a 64-wide tensor-core tile idles
-           max(CASE WHEN t.name = 'achievable_tensor_pct' THEN t.value END) AS achievable_tensor_pct,
-           max(CASE WHEN t.name = 'achievable_dram_pct' THEN t.value END) AS achievable_dram_pct,
-           max(CASE WHEN t.name = 'gemv_max_dim' THEN t.value END) AS gemv_max_dim,
-           max(CASE WHEN t.name = 'short_k_iterations' THEN t.value END) AS short_k_iterations
-    FROM bottleneck_thresholds t
+           t.achievable_tensor_pct, t.achievable_dram_pct, t.gemv_max_dim, t.short_k_iterations
+    FROM thresholds t
 ), timeline_models AS (
     SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
 ), ncu_waves AS (
