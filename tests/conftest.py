@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -129,6 +130,31 @@ def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(root)
     warehouse.refresh_duckdb()
     return warehouse
+
+
+SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+# the corpora of ../shared/corpus: one folder of tarballs (one report each) per corpus
+CORPORA = ("h100-2026-11", "h100-2026-11b")
+
+
+@pytest.fixture(scope="session")
+def whole_corpus(tmp_path_factory):
+    """Both corpora of ../shared extracted (runs/<corpus>/<model>/) and ingested once, in one batch, into one
+    warehouse with the SQLite catalog: (runs folder, warehouse, the ingest's report). Several modules check
+    the whole corpus (verdicts, the report, no fallback); each ingest of it costs ~20 CPU-s, so they share
+    this one and only read it. Skips without ../shared/corpus."""
+    if not all((SHARED_CORPUS / name).is_dir() for name in CORPORA):
+        pytest.skip("../shared/corpus not present")
+    base = tmp_path_factory.mktemp("whole-corpus")
+    runs = base / "runs"
+    for name in CORPORA:
+        target = runs / name
+        target.mkdir(parents=True)
+        for tarball in sorted((SHARED_CORPUS / name).glob("*.tar.xz")):
+            subprocess.run(["tar", "xJf", str(tarball), "-C", str(target)], check=True)
+    warehouse = Warehouse(base / "wh")
+    report = ingest_job.ingest([runs], warehouse)
+    return runs, warehouse, report
 
 
 def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:
