@@ -32,9 +32,19 @@ def corpus_runs(tmp_path_factory) -> Path:
 
 # The corpus checks are about the views and the report, not the catalog: the PostgreSQL catalog's own
 # tests ingest the test exports (tests/data) through it, so its corpus variants are left to -m slow.
+@pytest.fixture(scope="module")
+def corpus_sqlite(corpus_runs, tmp_path_factory) -> Warehouse:
+    """The whole corpus ingested once in one process with the SQLite catalog; the tests given it only read it."""
+    warehouse = Warehouse(tmp_path_factory.mktemp("corpus-sqlite") / "wh")
+    assert ingest_job.ingest([corpus_runs], warehouse).failed == []
+    return warehouse
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def corpus_warehouse(request, corpus_runs, tmp_path_factory) -> Warehouse:
     """The whole corpus ingested once per catalog backend; the tests given it only read it."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("corpus_sqlite")
     warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"corpus-{request.param}") / "wh", request)
     assert ingest_job.ingest([corpus_runs], warehouse).failed == []
     return warehouse
@@ -130,14 +140,12 @@ def test_issue_33_invariants_hold_on_every_corpus_model(corpus_warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark):
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, corpus_sqlite, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
     from conftest import warehouse_rows
     from kwarehouse.jobs import fanout
     runs = corpus_runs
-    local = Warehouse(tmp_path / "local")
-    assert ingest_job.ingest([runs], local).failed == []
-    expected = warehouse_rows(local)
+    expected = warehouse_rows(corpus_sqlite)     # the module's one-process ingest of the same folder
     assert len(expected["kernels"]) == sum(EXPECTED.values())
     for name, fan_out in [("spark", fanout.spark_tasks(spark)),
                           ("processes", fanout.process_pool(2))]:
