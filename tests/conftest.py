@@ -157,6 +157,14 @@ def whole_corpus(tmp_path_factory):
     return runs, warehouse, report
 
 
+@pytest.fixture(scope="session")
+def whole_corpus_report(whole_corpus) -> str:
+    """kwh report of the whole corpus (conftest.whole_corpus), built once: test_report's issue-33 checks
+    and test_corpus's sections check read the same page (a corpus report costs ~10 CPU-s)."""
+    from kwarehouse.answers import report
+    return report.build(whole_corpus[1])
+
+
 def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:
     """Every row of every table, sorted, as text: two warehouses holding the same data compare equal
     (ingested_at, the wall-clock time of the ingest, is left out)."""

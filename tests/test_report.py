@@ -197,7 +197,7 @@ def issue33(request, tmp_path_factory) -> tuple[Warehouse, ReportPage, str]:
         # the session's one ingest of both corpora (conftest.whole_corpus), which this module only reads
         _, warehouse, result = request.getfixturevalue("whole_corpus")
         assert result.failed == []
-        return warehouse, ReportPage(report.build(warehouse)), request.param
+        return warehouse, ReportPage(request.getfixturevalue("whole_corpus_report")), request.param
     sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
                DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
     warehouse = Warehouse(tmp_path_factory.mktemp("issue33") / "wh")
