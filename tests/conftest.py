@@ -132,6 +132,22 @@ def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
     return warehouse
 
 
+@pytest.fixture(scope="session")
+def read_only_view_rows(ingested_read_only) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Every view of ingested_read_only, each queried once for the session: {view: (columns, rows)}.
+    The golden view checks and the compaction check read them (one pass over the views costs ~10 CPU-s)."""
+    from kwarehouse import views
+    con = ingested_read_only.connect()
+    try:
+        out = {}
+        for name in views.all_views():
+            cursor = con.execute(f'SELECT * FROM "{name}"')
+            out[name] = ([d[0] for d in cursor.description], cursor.fetchall())
+        return out
+    finally:
+        con.close()
+
+
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 # the corpora of ../shared/corpus: one folder of tarballs (one report each) per corpus
 CORPORA = ("h100-2026-11", "h100-2026-11b")

@@ -55,15 +55,13 @@ def test_every_view_has_a_description_and_compiles(ingested_read_only):
 
 
 @pytest.mark.parametrize("name", sorted(views.all_views()))
-def test_view_golden(ingested_read_only, golden, name):
-    con = ingested_read_only.connect()
-    # one query (planning design_signals or what_to_fix_first costs ~2 CPU-s: no LIMIT 0 query first).
+def test_view_golden(read_only_view_rows, golden, name):
+    # the view's rows over ingested_read_only, queried once per session (conftest.read_only_view_rows).
     # run ids hash the export folder's absolute path, which differs between clones; a run without a
     # manifest date has its ingest day (rank_balance.run_day); borrowed_from_run is a run id too
-    cursor = con.execute(f"SELECT * FROM {name}")
-    columns = [d[0] for d in cursor.description]
+    columns, found = read_only_view_rows[name]
     kept = [i for i, c in enumerate(columns) if c not in ("run_id", "run_day", "borrowed_from_run")]
-    golden(f"view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in cursor.fetchall()])
+    golden(f"view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in found])
 
 
 def test_views_are_in_warehouse_duckdb_too(ingested_read_only):
