@@ -24,9 +24,10 @@ EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 # more CPU than they save, as do tasks: one partition per scan and per shuffle (test_spark.py: ~130 CPU-s of
 # the JVM without these, ~45 with). The SQL's meaning is the same either way; a user's sessions keep Spark's
 # defaults (kwarehouse.spark.LOCAL_CONF).
-TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'"
+TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC'"
                           " --conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN"
-                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1 pyspark-shell")
+                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1"
+                          " --conf spark.sql.constraintPropagation.enabled=false pyspark-shell")
 
 
 def pytest_addoption(parser):
