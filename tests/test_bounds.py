@@ -85,8 +85,8 @@ def check_invariants(warehouse: Warehouse) -> int:
     return len(kernel_rows)
 
 
-def test_every_estimate_of_the_test_data_is_bounded(ingested):
-    assert check_invariants(ingested) > 5
+def test_every_estimate_of_the_test_data_is_bounded(ingested_read_only):
+    assert check_invariants(ingested_read_only) > 5
 
 
 @pytest.mark.slow
@@ -160,8 +160,8 @@ def test_idle_time_uses_the_unprofiled_timing_the_manifest_records(tmp_path, war
     assert fix_basis == "idle time without the profiler" and fix_est == pytest.approx(est)
 
 
-def test_profiled_idle_time_is_an_upper_bound_with_the_launch_interval_shown(ingested):
-    for basis, interval, evidence in rows(ingested, "SELECT basis, launch_interval_ns, evidence FROM launch_bound "
+def test_profiled_idle_time_is_an_upper_bound_with_the_launch_interval_shown(ingested_read_only):
+    for basis, interval, evidence in rows(ingested_read_only, "SELECT basis, launch_interval_ns, evidence FROM launch_bound "
                                                     "WHERE subject = '(whole run)' AND model = 'gpt2'"):
         assert basis == "idle time measured under the profiler, an upper bound"
         assert interval > 0 and "launch-to-launch interval" in evidence and "upper bound" in evidence
