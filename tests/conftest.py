@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,9 +24,10 @@ EXPORT_FOLDERS = ("ncu-", "nsys-", "torch-trace-")
 # more CPU than they save, as do tasks: one partition per scan and per shuffle (test_spark.py: ~130 CPU-s of
 # the JVM without these, ~45 with). The SQL's meaning is the same either way; a user's sessions keep Spark's
 # defaults (kwarehouse.spark.LOCAL_CONF).
-TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'"
+TEST_SPARK_SUBMIT_ARGS = ("--driver-java-options '-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC'"
                           " --conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN"
-                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1 pyspark-shell")
+                          " --conf spark.sql.adaptive.enabled=false --conf spark.sql.files.minPartitionNum=1"
+                          " --conf spark.sql.constraintPropagation.enabled=false pyspark-shell")
 
 
 def pytest_addoption(parser):
@@ -129,6 +131,55 @@ def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
     warehouse = Warehouse(root)
     warehouse.refresh_duckdb()
     return warehouse
+
+
+@pytest.fixture(scope="session")
+def read_only_view_rows(ingested_read_only) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Every view of ingested_read_only, each queried once for the session: {view: (columns, rows)}.
+    The golden view checks and the compaction check read them (one pass over the views costs ~10 CPU-s)."""
+    from kwarehouse import views
+    con = ingested_read_only.connect()
+    try:
+        out = {}
+        for name in views.all_views():
+            cursor = con.execute(f'SELECT * FROM "{name}"')
+            out[name] = ([d[0] for d in cursor.description], cursor.fetchall())
+        return out
+    finally:
+        con.close()
+
+
+SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+# the corpora of ../shared/corpus: one folder of tarballs (one report each) per corpus
+CORPORA = ("h100-2026-11", "h100-2026-11b")
+
+
+@pytest.fixture(scope="session")
+def whole_corpus(tmp_path_factory):
+    """Both corpora of ../shared extracted (runs/<corpus>/<model>/) and ingested once, in one batch, into one
+    warehouse with the SQLite catalog: (runs folder, warehouse, the ingest's report). Several modules check
+    the whole corpus (verdicts, the report, no fallback); each ingest of it costs ~20 CPU-s, so they share
+    this one and only read it. Skips without ../shared/corpus."""
+    if not all((SHARED_CORPUS / name).is_dir() for name in CORPORA):
+        pytest.skip("../shared/corpus not present")
+    base = tmp_path_factory.mktemp("whole-corpus")
+    runs = base / "runs"
+    for name in CORPORA:
+        target = runs / name
+        target.mkdir(parents=True)
+        for tarball in sorted((SHARED_CORPUS / name).glob("*.tar.xz")):
+            subprocess.run(["tar", "xJf", str(tarball), "-C", str(target)], check=True)
+    warehouse = Warehouse(base / "wh")
+    report = ingest_job.ingest([runs], warehouse)
+    return runs, warehouse, report
+
+
+@pytest.fixture(scope="session")
+def whole_corpus_report(whole_corpus) -> str:
+    """kwh report of the whole corpus (conftest.whole_corpus), built once: test_report's issue-33 checks
+    and test_corpus's sections check read the same page (a corpus report costs ~10 CPU-s)."""
+    from kwarehouse.answers import report
+    return report.build(whole_corpus[1])
 
 
 def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:

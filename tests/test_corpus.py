@@ -32,9 +32,19 @@ def corpus_runs(tmp_path_factory) -> Path:
 
 # The corpus checks are about the views and the report, not the catalog: the PostgreSQL catalog's own
 # tests ingest the test exports (tests/data) through it, so its corpus variants are left to -m slow.
+@pytest.fixture(scope="module")
+def corpus_sqlite(corpus_runs, tmp_path_factory) -> Warehouse:
+    """The whole corpus ingested once in one process with the SQLite catalog; the tests given it only read it."""
+    warehouse = Warehouse(tmp_path_factory.mktemp("corpus-sqlite") / "wh")
+    assert ingest_job.ingest([corpus_runs], warehouse).failed == []
+    return warehouse
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def corpus_warehouse(request, corpus_runs, tmp_path_factory) -> Warehouse:
     """The whole corpus ingested once per catalog backend; the tests given it only read it."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("corpus_sqlite")
     warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"corpus-{request.param}") / "wh", request)
     assert ingest_job.ingest([corpus_runs], warehouse).failed == []
     return warehouse
@@ -104,9 +114,14 @@ def test_every_public_sample_ingests_with_the_counts_of_its_source(warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_the_report_renders_from_the_whole_corpus(corpus_warehouse):
+def test_the_report_renders_from_the_whole_corpus(corpus_warehouse, request):
     from kwarehouse.answers import report
-    text = report.build(corpus_warehouse)
+    if corpus_warehouse is request.getfixturevalue("corpus_sqlite"):
+        # the session's report of both corpora (conftest.whole_corpus_report: this corpus and h100-2026-11b),
+        # which test_report's issue-33 checks read too
+        text = request.getfixturevalue("whole_corpus_report")
+    else:
+        text = report.build(corpus_warehouse)
     for title in ("Roofline: NVIDIA H100 80GB HBM3", "Kernel popularity across models", "Library share of GPU time",
                   "Warp stall breakdown per op class", "Bottleneck class", "Design signals"):
         assert f"<h2>{title}" in text, title
@@ -130,14 +145,12 @@ def test_issue_33_invariants_hold_on_every_corpus_model(corpus_warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, spark):
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, corpus_sqlite, spark):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
     from conftest import warehouse_rows
     from kwarehouse.jobs import fanout
     runs = corpus_runs
-    local = Warehouse(tmp_path / "local")
-    assert ingest_job.ingest([runs], local).failed == []
-    expected = warehouse_rows(local)
+    expected = warehouse_rows(corpus_sqlite)     # the module's one-process ingest of the same folder
     assert len(expected["kernels"]) == sum(EXPECTED.values())
     for name, fan_out in [("spark", fanout.spark_tasks(spark)),
                           ("processes", fanout.process_pool(2))]:

@@ -143,12 +143,12 @@ def test_pages_ingested_separately_join_the_same_run(warehouse, tmp_path):
     assert strip(snapshot(warehouse)) == strip(snapshot(together))
 
 
-def test_every_test_export_goes_in(ingested, golden):
-    got = rows(ingested, "SELECT model, gpu, count(*) FROM kernels GROUP BY ALL")
+def test_every_test_export_goes_in(ingested_read_only, golden):
+    got = rows(ingested_read_only, "SELECT model, gpu, count(*) FROM kernels GROUP BY ALL")
     golden("kernels_per_model", ["model", "gpu", "kernels"], got)
-    columns = [c for c, in rows(ingested, "SELECT column_name FROM (DESCRIBE kernels)")
+    columns = [c for c, in rows(ingested_read_only, "SELECT column_name FROM (DESCRIBE kernels)")
                if c not in ("run_id", "nvtx_push_pop", "nvtx_start_end", "process_id", "host_name")]
-    golden("kernels", columns, rows(ingested, f"SELECT {', '.join(columns)} FROM kernels"))
+    golden("kernels", columns, rows(ingested_read_only, f"SELECT {', '.join(columns)} FROM kernels"))
 
 
 def test_bad_files_are_reported_and_the_good_ones_still_go_in(warehouse, tmp_path):
@@ -211,8 +211,8 @@ def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(
     assert len([p for p in warehouse.root.rglob("*.parquet") if not p.relative_to(warehouse.root).parts[0].startswith("_")]) == 8
 
 
-def test_warehouse_duckdb_works_from_any_directory(ingested, tmp_path):
+def test_warehouse_duckdb_works_from_any_directory(ingested_read_only, tmp_path):
     script = ("import duckdb; con = duckdb.connect('%s', read_only=True); "
-              "print(con.execute('select count(*) from kernels').fetchall()[0][0])" % ingested.duckdb_path)
+              "print(con.execute('select count(*) from kernels').fetchall()[0][0])" % ingested_read_only.duckdb_path)
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert int(out.stdout) == rows(ingested, "SELECT count(*) FROM kernels")[0][0]
+    assert int(out.stdout) == rows(ingested_read_only, "SELECT count(*) FROM kernels")[0][0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
 from pathlib import Path
 
 import duckdb
@@ -55,12 +54,9 @@ def test_the_lookup_names_every_rule_of_every_details_page_as_ncu_does():
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/corpus not present")
-def test_the_lookup_names_every_rule_of_the_corpus_as_ncu_does(tmp_path):
-    for tarball in sorted(SHARED.glob("*/*.tar.xz")):
-        out = tmp_path / tarball.parent.name
-        out.mkdir(exist_ok=True)
-        subprocess.run(["tar", "xJf", str(tarball), "-C", str(out), "--wildcards", "*.details.csv"], check=True)
-    count, wrong = mismatched_rule_names(details_pages(tmp_path))
+def test_the_lookup_names_every_rule_of_the_corpus_as_ncu_does(whole_corpus):
+    runs, _, _ = whole_corpus     # every corpus report, extracted once for the session
+    count, wrong = mismatched_rule_names([p for p in details_pages(runs) if p.name.endswith(".details.csv")])
     assert count > 5000 and wrong == []
 
 
@@ -222,13 +218,9 @@ def test_two_runs_of_one_model_and_gpu_in_one_batch_do_not_fall_back(tmp_path):
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/corpus not present")
-def test_the_corpus_never_falls_back(tmp_path):
-    runs = tmp_path / "runs"
-    for tarball in sorted(SHARED.glob("*/*.tar.xz")):
-        out = runs / tarball.parent.name
-        out.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["tar", "xJf", str(tarball), "-C", str(out)], check=True)
-    report = ingest_job.ingest([runs], Warehouse(tmp_path / "wh"))
+def test_the_corpus_never_falls_back(whole_corpus):
+    # the session's one ingest of every corpus report in one batch (conftest.whole_corpus)
+    _, _, report = whole_corpus
     assert report.failed == [] and report.fallbacks == [] and len(report.runs) >= 9
 
 

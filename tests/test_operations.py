@@ -119,16 +119,23 @@ def test_rollup_numbers_by_hand(tmp_path, three_days, new_warehouse):
 TABLES = ("runs", "kernels", "metrics", "rules", "kernel_launches", "kernel_summaries", "nvtx_summaries")
 
 
-def everything(warehouse: Warehouse) -> dict[str, list[tuple]]:
+def everything(warehouse: Warehouse, view_rows: dict | None = None) -> dict[str, list[tuple]]:
+    """Every table's and view's rows (ingested_at dropped), sorted; the views' from view_rows
+    ({view: (columns, rows)}, conftest.read_only_view_rows) when given."""
+    def kept_rows(columns, found):
+        kept = [i for i, c in enumerate(columns) if c != "ingested_at"]
+        return sorted((tuple(row[i] for i in kept) for row in found), key=repr)
     con = warehouse.connect()
     try:
         out = {}
         for name in TABLES + tuple(views.all_views()):
+            if view_rows is not None and name in view_rows:
+                out[name] = kept_rows(*view_rows[name])
+                continue
             # one query per table or view (planning design_signals or what_to_fix_first costs ~2 CPU-s, so
-            # no LIMIT 0 query for the column names first): ingested_at is dropped from its rows
+            # no LIMIT 0 query for the column names first)
             cursor = con.execute(f"SELECT * FROM {name}")
-            kept = [i for i, d in enumerate(cursor.description) if d[0] != "ingested_at"]
-            out[name] = sorted((tuple(row[i] for i in kept) for row in cursor.fetchall()), key=repr)
+            out[name] = kept_rows([d[0] for d in cursor.description], cursor.fetchall())
         return out
     finally:
         con.close()
@@ -142,8 +149,9 @@ def close(a, b) -> bool:
     return a == b
 
 
-def test_compaction_keeps_every_query_result(ingested):
-    before = everything(ingested)
+def test_compaction_keeps_every_query_result(ingested, read_only_view_rows):
+    # before: the views over the session's read-only copy of the same warehouse (queried once per session)
+    before = everything(ingested, read_only_view_rows)
     reader = duckdb.connect(str(ingested.duckdb_path), read_only=True)   # opened before compaction
     merged = compact_job.compact(ingested)
     assert "runs/model=gpt2/gpu=NVIDIA H100 80GB HBM3: 2 files into 1" in merged   # its ncu and torch runs
@@ -221,12 +229,12 @@ def test_a_run_in_a_compacted_file_can_still_grow(tmp_path, new_warehouse):
     assert rows(warehouse, "SELECT count(*) > 0 FROM rules") == [(True,)]
 
 
-def test_diff_of_two_models_by_hand(ingested):
-    result = diff.diff(ingested, "model=gpt2,tool=ncu", "model=llama,tool=ncu")
+def test_diff_of_two_models_by_hand(ingested_read_only):
+    result = diff.diff(ingested_read_only, "model=gpt2,tool=ncu", "model=llama,tool=ncu")
     got = {(k.kernel_base, k.change) for k in result.kernels}
     gather = next(k for k in result.kernels if k.kernel_base == "at::native::vectorized_gather_kernel")
-    gpt2 = dict(rows(ingested, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'gpt2'"))
-    llama = dict(rows(ingested, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'llama'"))
+    gpt2 = dict(rows(ingested_read_only, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'gpt2'"))
+    llama = dict(rows(ingested_read_only, "SELECT kernel_id, duration_ns FROM kernels WHERE model = 'llama'"))
     assert gather.change == ("slower" if llama[gather.kernel_id] > gpt2[gather.kernel_id] * 1.05 else
                              "faster" if llama[gather.kernel_id] < gpt2[gather.kernel_id] * 0.95 else "unchanged")
     assert gather.delta_pct == pytest.approx(100 * (llama[gather.kernel_id] - gpt2[gather.kernel_id]) / gpt2[gather.kernel_id])
@@ -253,10 +261,10 @@ def test_diff_of_one_model_with_a_changed_manifest(tmp_path, new_warehouse):
     assert result.regressions(0.0) == []
 
 
-def test_diff_gate_and_selectors_on_the_cli(ingested):
+def test_diff_gate_and_selectors_on_the_cli(ingested_read_only):
     runner = CliRunner()
     def run(*args):
-        return runner.invoke(main, ["--warehouse", str(ingested.root), *args])
+        return runner.invoke(main, ["--warehouse", str(ingested_read_only.root), *args])
     passed = run("diff", "model=gpt2,tool=ncu", "model=gpt2,tool=ncu", "--fail-above", "1")
     assert passed.exit_code == 0 and "total +0.0%" in passed.output
     failed = run("diff", "model=gpt2,tool=ncu", "model=llama,tool=ncu", "--fail-above", "1")
@@ -272,10 +280,10 @@ def test_diff_gate_and_selectors_on_the_cli(ingested):
     assert both.exit_code == 0 and both.output.startswith("baseline 1 run(s)")
 
 
-def test_export_round_trips(ingested, tmp_path):
+def test_export_round_trips(ingested_read_only, tmp_path):
     target = tmp_path / "out" / "sol.csv"
-    count = export.export(ingested, "speed_of_light", target)
-    con = ingested.connect()
+    count = export.export(ingested_read_only, "speed_of_light", target)
+    con = ingested_read_only.connect()
     expected = con.execute("SELECT * FROM speed_of_light").fetchall()
     columns = [d[0] for d in con.execute("SELECT * FROM speed_of_light LIMIT 0").description]
     with open(target, newline="", encoding="utf-8") as handle:
@@ -294,13 +302,13 @@ def test_export_round_trips(ingested, tmp_path):
             else:
                 assert cell == str(value)
     # --columns keeps their order, --where filters, parquet and json write the same rows
-    export.export(ingested, "kernels", tmp_path / "k.csv", columns=["model", "duration_ns"], where="model = 'gpt2'")
+    export.export(ingested_read_only, "kernels", tmp_path / "k.csv", columns=["model", "duration_ns"], where="model = 'gpt2'")
     assert (tmp_path / "k.csv").read_text().splitlines()[0] == "model,duration_ns"
     assert len((tmp_path / "k.csv").read_text().splitlines()) == 4
-    export.export(ingested, "SELECT model, duration_ns FROM kernels", tmp_path / "k.parquet", fmt="parquet")
-    export.export(ingested, "SELECT model, duration_ns FROM kernels", tmp_path / "k.json", fmt="json")
+    export.export(ingested_read_only, "SELECT model, duration_ns FROM kernels", tmp_path / "k.parquet", fmt="parquet")
+    export.export(ingested_read_only, "SELECT model, duration_ns FROM kernels", tmp_path / "k.json", fmt="json")
     parquet = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'k.parquet'}'").fetchall()
-    assert parquet == [(len(json.loads((tmp_path / 'k.json').read_text())),)] == [(rows(ingested, "SELECT count(*) FROM kernels")[0][0],)]
+    assert parquet == [(len(json.loads((tmp_path / 'k.json').read_text())),)] == [(rows(ingested_read_only, "SELECT count(*) FROM kernels")[0][0],)]
 
 
 def test_nightly_job(tmp_path, new_warehouse):

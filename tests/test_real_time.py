@@ -79,9 +79,10 @@ def check_timeline_by_hand(warehouse: Warehouse, model: str, trace: Path) -> Non
 
 # -- fixtures: fresh clone ---------------------------------------------------------------------------
 
-@pytest.fixture
-def traces_only(tmp_path) -> Warehouse:
-    return ingest(Warehouse(tmp_path / "traces"), *(DATA / t for t in TRACES))
+@pytest.fixture(scope="module")
+def traces_only(tmp_path_factory) -> Warehouse:
+    """The four traces in one warehouse, ingested once: its tests only read it."""
+    return ingest(Warehouse(tmp_path_factory.mktemp("traces") / "wh"), *(DATA / t for t in TRACES))
 
 
 def test_gpu_timeline_equals_a_hand_computation_over_the_trace_events(traces_only):

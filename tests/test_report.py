@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import tarfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,7 +23,7 @@ def chromium() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def report_file(tmp_path_factory) -> Path:
+def report_warehouse(tmp_path_factory) -> tuple[Warehouse, Path]:
     """A warehouse with gpt2 on two days (the same report exported twice: default and mangled names),
     llama and the CuPy kernels, and its report."""
     base = tmp_path_factory.mktemp("report")
@@ -42,7 +41,12 @@ def report_file(tmp_path_factory) -> Path:
     assert report_.failed == []
     path = base / "report.html"
     path.write_text(report.build(warehouse), encoding="utf-8")
-    return path
+    return warehouse, path
+
+
+@pytest.fixture(scope="module")
+def report_file(report_warehouse) -> Path:
+    return report_warehouse[1]
 
 
 def test_the_report_is_self_contained_and_has_every_section(report_file):
@@ -58,10 +62,11 @@ def test_the_report_is_self_contained_and_has_every_section(report_file):
     assert text.count("<svg") == 7   # roofline, popularity, library, op-class and bottleneck shares, stalls, trend
 
 
-def test_filters_narrow_the_report(ingested, tmp_path):
-    text = report.build(ingested, report.Filters(model="custom_cupy"))
+def test_filters_narrow_the_report(report_warehouse):
+    warehouse, _ = report_warehouse     # the CuPy kernels beside gpt2's and llama's (the gather kernel)
+    text = report.build(warehouse, report.Filters(model="custom_cupy"))
     assert "saxpy" in text and "vectorized_gather_kernel" not in text.split("Warp stall")[0]
-    empty = report.build(ingested, report.Filters(model="no-such-model"))
+    empty = report.build(warehouse, report.Filters(model="no-such-model"))
     assert "No kernels match." in empty
 
 
@@ -188,19 +193,14 @@ def issue33(request, tmp_path_factory) -> tuple[Warehouse, ReportPage, str]:
     GEMM) beside its PyTorch trace and gpt2_train's (kernels ncu never profiled, GEMMs two models share,
     launch-bound runs), CuPy's ncu run and trace, and llama with ncu replay time only. 'corpus': both
     corpora of ../shared (B with tensor counters: padded convolutions and attention). And its report."""
-    base = tmp_path_factory.mktemp("issue33")
     if request.param == "corpus":
-        sources = []
-        for tarball in sorted(CORPUS.glob("*/*.tar.xz")):
-            target = base / tarball.parent.name
-            target.mkdir(exist_ok=True)
-            with tarfile.open(tarball) as archive:
-                archive.extractall(target, filter="data")
-            sources.append(target / tarball.name.removesuffix(".tar.xz"))
-    else:
-        sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
-                   DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
-    warehouse = Warehouse(base / "wh")
+        # the session's one ingest of both corpora (conftest.whole_corpus), which this module only reads
+        _, warehouse, result = request.getfixturevalue("whole_corpus")
+        assert result.failed == []
+        return warehouse, ReportPage(request.getfixturevalue("whole_corpus_report")), request.param
+    sources = [DATA / "tensor-ncu-gpt2-h100", DATA / "torch-trace-gpt2", DATA / "torch-trace-gpt2_train",
+               DATA / "ncu-custom-cupy-h100", DATA / "torch-trace-custom_cupy", DATA / "ncu-llama-h100-variants"]
+    warehouse = Warehouse(tmp_path_factory.mktemp("issue33") / "wh")
     result = ingest_job.ingest(sources, warehouse)
     assert result.failed == []
     return warehouse, ReportPage(report.build(warehouse)), request.param
@@ -300,12 +300,19 @@ def test_signals_are_in_per_model_shares_and_idle_time_is_apart(issue33):
     # a signal two models share is split between them by their time in its kernel (so the parts add up)
     shared = [r for r in kernel_rows if "," in r["models sharing it"]]
     assert shared
+    # each view queried once, not once per row (design_signals takes seconds to plan on the corpus)
+    calibrated = {}
+    for signal, subject, model_list, *found in query(
+            warehouse, "SELECT signal, subject, model_list, kernel_id, time_basis, gpu_time_ns FROM design_signals "
+                       "WHERE source = 'calibrated'"):
+        calibrated.setdefault((signal, subject, model_list), []).append(tuple(found))
+    model_time_in = {}
+    for kernel_id, time_basis, model, ns in query(warehouse, "SELECT kernel_id, time_basis, model, sum(gpu_time_ns) "
+                                                             "FROM kernel_time GROUP BY ALL"):
+        model_time_in.setdefault((kernel_id, time_basis), {})[model] = ns
     for r in shared:
-        ((kernel_id, time_basis, total),) = query(
-            warehouse, "SELECT kernel_id, time_basis, gpu_time_ns FROM design_signals WHERE signal = ? AND subject = ? "
-                       "AND model_list = ? AND source = 'calibrated'", [r["signal"], r["subject"], r["models sharing it"]])
-        in_kernel = dict(query(warehouse, "SELECT model, sum(gpu_time_ns) FROM kernel_time WHERE kernel_id = ? "
-                                          "AND time_basis = ? GROUP BY model", [kernel_id, time_basis]))
+        ((kernel_id, time_basis, total),) = calibrated[(r["signal"], r["subject"], r["models sharing it"])]
+        in_kernel = model_time_in[(kernel_id, time_basis)]
         models = r["models sharing it"].split(",")
         part = total * in_kernel[r["heading"]] / sum(in_kernel.get(m, 0) for m in models)
         assert number(r["GPU time (us)"]) == pytest.approx(part / 1e3, abs=0.051)

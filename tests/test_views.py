@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import DATA, rows
+from conftest import DATA, rows, warehouse_on
 
 from kwarehouse import views
 from kwarehouse.jobs import ingest as ingest_job
@@ -25,14 +25,25 @@ def raw(path, kernel_index: int, metric: str) -> float:
 
 
 
-@pytest.fixture
-def cupy(warehouse) -> Warehouse:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def cupy(request, tmp_path_factory) -> Warehouse:
+    """The CuPy ncu run alone, with each catalog backend: ingested once per backend for the module's
+    by-hand checks, which only read it."""
+    warehouse = warehouse_on(request.param, tmp_path_factory.mktemp(f"cupy-{request.param}") / "wh", request)
     report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
     assert report.failed == []
     return warehouse
 
 
-def test_every_view_has_a_description_and_compiles(ingested):
+@pytest.fixture
+def cupy_to_change(warehouse) -> Warehouse:
+    """The CuPy ncu run alone in a warehouse of the test's own (which it may change)."""
+    report = ingest_job.ingest([DATA / "ncu-custom-cupy-h100"], warehouse)
+    assert report.failed == []
+    return warehouse
+
+
+def test_every_view_has_a_description_and_compiles(ingested_read_only):
     assert sorted(views.all_views()) == [
         "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
         "launch_shape_correlates", "library_share", "model_efficiency", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline", "run_framework",
@@ -44,20 +55,18 @@ def test_every_view_has_a_description_and_compiles(ingested):
 
 
 @pytest.mark.parametrize("name", sorted(views.all_views()))
-def test_view_golden(ingested_read_only, golden, name):
-    con = ingested_read_only.connect()
-    # one query (planning design_signals or what_to_fix_first costs ~2 CPU-s: no LIMIT 0 query first).
+def test_view_golden(read_only_view_rows, golden, name):
+    # the view's rows over ingested_read_only, queried once per session (conftest.read_only_view_rows).
     # run ids hash the export folder's absolute path, which differs between clones; a run without a
     # manifest date has its ingest day (rank_balance.run_day); borrowed_from_run is a run id too
-    cursor = con.execute(f"SELECT * FROM {name}")
-    columns = [d[0] for d in cursor.description]
+    columns, found = read_only_view_rows[name]
     kept = [i for i, c in enumerate(columns) if c not in ("run_id", "run_day", "borrowed_from_run")]
-    golden(f"view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in cursor.fetchall()])
+    golden(f"view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in found])
 
 
-def test_views_are_in_warehouse_duckdb_too(ingested):
+def test_views_are_in_warehouse_duckdb_too(ingested_read_only):
     import duckdb
-    con = duckdb.connect(str(ingested.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ingested_read_only.duckdb_path), read_only=True)
     assert con.execute("SELECT count(*) FROM kernel_popularity WHERE level = 'kernel'").fetchall()[0][0] > 0
 
 
@@ -81,17 +90,17 @@ def test_library_share_by_hand(cupy):
     assert pct == pytest.approx(100 * (durations[2] + durations[3]) / sum(durations))
 
 
-def test_speed_of_light_by_hand(ingested):
+def test_speed_of_light_by_hand(ingested_read_only):
     # the gather kernel runs once in gpt2 and once in llama: the fleet row weights each by its duration
     sm = [raw(p, 0, "sm__throughput.avg.pct_of_peak_sustained_elapsed") for p in (GPT2_RAW, LLAMA_RAW)]
     dur = [raw(p, 0, "gpu__time_duration.sum") for p in (GPT2_RAW, LLAMA_RAW)]
-    got = rows(ingested, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
+    got = rows(ingested_read_only, "SELECT model, sm_pct FROM speed_of_light WHERE kernel_base = "
                           "'at::native::vectorized_gather_kernel' AND model IN ('gpt2', 'llama') ORDER BY model")
     assert got == [("gpt2", pytest.approx(sm[0])), ("llama", pytest.approx(sm[1]))]
-    (weighted,), = rows(ingested, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
+    (weighted,), = rows(ingested_read_only, "SELECT sum(sm_pct * gpu_time_ns) / sum(gpu_time_ns) FROM speed_of_light "
                                    "WHERE kernel_base = 'at::native::vectorized_gather_kernel' AND model IN ('gpt2', 'llama')")
     # weights are real GPU time: gpt2's from its trace, llama's (no trace) its ncu duration (us -> ns)
-    (traced,), = rows(ingested, "SELECT sum(duration_ns) FROM kernel_launches WHERE model = 'gpt2' "
+    (traced,), = rows(ingested_read_only, "SELECT sum(duration_ns) FROM kernel_launches WHERE model = 'gpt2' "
                                 "AND kernel_base = 'at::native::vectorized_gather_kernel'")
     weights = [traced, dur[1] * 1e3]
     assert weighted == pytest.approx((sm[0] * weights[0] + sm[1] * weights[1]) / sum(weights))
@@ -121,7 +130,7 @@ def test_warp_stalls_by_hand(cupy):
     assert len(rows(cupy, "SELECT * FROM warp_stalls WHERE level = 'kernel' AND kernel_base = 'saxpy'")) == len(reasons)
 
 
-def test_every_stall_reason_has_a_kernels_column_and_warp_stalls_reads_it(ingested):
+def test_every_stall_reason_has_a_kernels_column_and_warp_stalls_reads_it(ingested_read_only):
     """The catalog's stall metrics, the kernels stall_<reason> columns, their headline mapping and the
     reasons warp_stalls unpivots are one list, and each column holds its launch's metric value."""
     from kwarehouse import normalize, schema
@@ -133,12 +142,12 @@ def test_every_stall_reason_has_a_kernels_column_and_warp_stalls_reads_it(ingest
     view = views.view_named("warp_stalls").sql
     assert len(catalog) >= 19 and catalog == columns == headline
     assert all(f"('{r}')" in view and f"WHEN '{r}' THEN k.stall_{r}" in view for r in columns)
-    mismatched = rows(ingested, " UNION ALL ".join(
+    mismatched = rows(ingested_read_only, " UNION ALL ".join(
         f"SELECT '{r}', count(*) FROM kernels k JOIN metrics m USING (run_id, launch_id) "
         f"WHERE m.metric = 'smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio' "
         f"AND m.value IS DISTINCT FROM k.stall_{r}" for r in sorted(columns)))
     assert [r for r, n in mismatched if n] == []
-    assert rows(ingested, "SELECT count(*) > 0 FROM kernels WHERE stall_long_scoreboard > 0") == [(True,)]
+    assert rows(ingested_read_only, "SELECT count(*) > 0 FROM kernels WHERE stall_long_scoreboard > 0") == [(True,)]
 
 
 def test_occupancy_by_hand(cupy):
@@ -185,7 +194,8 @@ def test_bottleneck_class_by_hand(cupy):
     assert rows(cupy, "SELECT l1_pct FROM bottleneck_class WHERE kernel_base = 'naive_sgemm'") == [(pytest.approx(sgemm),)]
 
 
-def test_thresholds_are_changed_without_editing_sql(cupy):
+def test_thresholds_are_changed_without_editing_sql(cupy_to_change):
+    cupy = cupy_to_change
     (cupy.root / "views").mkdir()
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nmemory_pct,85\ntiny_kernel_ns,1000\n")
     got = dict(rows(cupy, "SELECT kernel_base, bottleneck FROM bottleneck_class"))
@@ -216,19 +226,19 @@ def test_design_signals_by_hand(cupy):
                     f"tensor_pipe_pct {round(tensor, 1)} (time-weighted) < 20.0")]
 
 
-def test_op_kernels_by_hand(ingested):
-    got = rows(ingested, "SELECT framework_op, op_shapes, launches, gpu_time_ns, op_time_pct FROM op_kernels "
+def test_op_kernels_by_hand(ingested_read_only):
+    got = rows(ingested_read_only, "SELECT framework_op, op_shapes, launches, gpu_time_ns, op_time_pct FROM op_kernels "
                           "WHERE model = 'gpt2' AND kernel_base = 'at::native::vectorized_gather_kernel'")
     assert got == [("aten::gather", "[[50257, 768], [], [1024, 768], [], [1024, 768]]", 1,
                     pytest.approx(raw(GPT2_RAW, 0, "gpu__time_duration.sum") * 1e3), 100.0)]
 
 
-def test_launch_shape_correlates_by_hand(ingested):
+def test_launch_shape_correlates_by_hand(ingested_read_only):
     # the same gather kernel ran with different grids in gpt2 and llama: two points on a line
     grids = [raw(p, 0, "launch__grid_size") for p in (GPT2_RAW, LLAMA_RAW)]
     durations = [raw(p, 0, "gpu__time_duration.sum") * 1e3 for p in (GPT2_RAW, LLAMA_RAW)]
     (launches, slope, corr, slowest), = rows(
-        ingested, "SELECT launches, ns_per_block, corr_duration_grid, slowest_grid_size FROM launch_shape_correlates "
+        ingested_read_only, "SELECT launches, ns_per_block, corr_duration_grid, slowest_grid_size FROM launch_shape_correlates "
                   "WHERE kernel_base = 'at::native::vectorized_gather_kernel'")
     assert launches == 2 and grids[0] != grids[1]
     assert slope == pytest.approx((durations[1] - durations[0]) / (grids[1] - grids[0]))
