@@ -207,7 +207,8 @@ def test_thresholds_are_changed_without_editing_sql(cupy_to_change):
         cupy.connect()
 
 
-def test_thresholds_view_has_every_threshold_with_its_override(cupy):
+def test_thresholds_view_has_every_threshold_with_its_override(cupy_to_change):
+    cupy = cupy_to_change
     (cupy.root / "views").mkdir()
     (cupy.root / "views" / "bottleneck_thresholds.csv").write_text("name,value\nmemory_pct,85\n")
     con = cupy.connect()
