@@ -37,6 +37,17 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     # before any test starts the JVM (pyspark reads it then); a developer's own setting wins
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", TEST_SPARK_SUBMIT_ARGS)
+    # kwh keeps its views template in a cache folder, made once per machine (store/template.py): the suite
+    # has one of its own, which every kwh process it starts shares, and removes it when it ends
+    if "KWH_CACHE_DIR" not in os.environ:
+        config.kwh_cache_dir = tempfile.mkdtemp(prefix="kwh-test-cache-")
+        os.environ["KWH_CACHE_DIR"] = config.kwh_cache_dir
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "kwh_cache_dir", None):
+        shutil.rmtree(config.kwh_cache_dir, ignore_errors=True)
+        del os.environ["KWH_CACHE_DIR"]
 
 
 def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:

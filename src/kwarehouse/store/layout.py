@@ -136,13 +136,13 @@ def definitions(warehouse_root: Path) -> str:
     view's SQL, the reference tables and thresholds (the warehouse's own overrides included), the
     peaks and the metric catalog. A kwh upgrade that changes any of them makes the published file stale."""
     from kwarehouse import views
-    digest = hashlib.sha256(_packaged_definitions().encode())
+    digest = hashlib.sha256(packaged_definitions().encode())
     digest.update(repr(views.thresholds(warehouse_root)).encode())
     return digest.hexdigest()[:16]
 
 
 @functools.cache
-def _packaged_definitions() -> str:
+def packaged_definitions() -> str:
     """The packaged part of definitions(), from the files themselves: the metric catalog and the
     peaks are hashed as the CSV files (and the code) they are built from, so no polars is loaded."""
     from kwarehouse import views

@@ -26,12 +26,9 @@ The promises, and how they are kept:
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -43,40 +40,7 @@ from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import bind, catalog, fast_read, layout
 from kwarehouse.store.catalog import catalog_info, write_intents
 from kwarehouse.store.layout import CHANGED_OUTSIDE, PUBLISHED_KEY, QUARANTINE
-
-PUBLISHED_TABLE = "kwh_published"
-STORAGE_VERSION = "v1.0.0"
-
-
-def own_objects() -> set[str]:
-    """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
-    return {*schema.tables(), *views.all_views(), *views.reference_tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks",
-            PUBLISHED_TABLE}
-
-
-@functools.cache
-def views_template() -> Path | None:
-    """A DuckDB file (storage STORAGE_VERSION) holding every view, bound once over empty base tables,
-    with the reference tables: publish copies it and swaps in the snapshot's tables, instead of
-    binding ~30 nested views again (seconds) for every commit. Made once per process, in a temporary
-    folder of its own; None where it cannot be made (publish then builds from scratch)."""
-    folder = Path(tempfile.mkdtemp(prefix="kwh-views-"))
-    path = folder / "views.duckdb"
-    try:
-        con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_VERSION})
-        try:
-            con.execute(schema.schema_sql())
-            bind.add_reference_tables(con)
-            views.create_all(con, None)
-            _tag_own_objects(con)       # (those publish creates again get theirs there)
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-    except (duckdb.Error, OSError, KwhError):
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    atexit.register(shutil.rmtree, folder, True)
-    return path
+from kwarehouse.store.template import PUBLISHED_TABLE, STORAGE_VERSION, own_objects, tag_own_objects, views_template
 
 
 def _recorded(warehouse) -> dict:
@@ -223,8 +187,8 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
-    # instead of the template: its views are bound already, and the template costs a process about
-    # half a second to make (the fixed cost of every ingest's publish).
+    # instead of the template: its views are bound already, and the template, though made once per
+    # machine (store/template.py), is a 4.7 MB file to hash before it is trusted.
     recorded = _recorded(warehouse)
     con = _copy_of_previous(warehouse, fresh, recorded) if reuse_previous else None
     previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
@@ -260,7 +224,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                     [snapshot.generation])
         if not previous:
             _keep_user_objects(warehouse, con, warnings, recorded)
-        _tag_own_objects(con)
+        tag_own_objects(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -280,21 +244,6 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
     finally:
         check.close()
     return views_only, objects, tags
-
-
-def _tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
-    """Comment each of kwh's tables and views that lacks it with layout.OWN_TAG (see
-    layout._TAGS_SQL): what a user creates again in its place has no comment, which every reader
-    notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
-    database = con.execute("SELECT current_database()").fetchall()[0][0]
-    ours = own_objects()
-    untagged = [key.split(" ", 1) for key, tag in layout.object_tags(con, database).items()
-                if tag != layout.OWN_TAG and key.split(" ", 1)[1] in ours]
-    if untagged:
-        con.execute("BEGIN TRANSACTION")
-        for kind, name in untagged:
-            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(layout.OWN_TAG)}")
-        con.execute("COMMIT")
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:

@@ -1,0 +1,79 @@
+"""The views template is made once per machine and trusted only while its bytes hash to what was kept
+(store/template.py): a damaged or missing cache, or none to be had, costs time, never a wrong file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from kwarehouse.store import template
+
+from conftest import DATA
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("KWH_CACHE_DIR", str(folder))
+    template.views_template.cache_clear()
+    yield folder
+    template.views_template.cache_clear()
+
+
+def _views_in(path) -> set[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+
+
+def test_the_template_is_made_once_and_then_read_from_the_cache(cache, monkeypatch):
+    made = template.views_template()
+    assert made.parent == cache and made.name == f"views-{template.key()}.duckdb"
+    assert {"design_signals", "what_to_fix_first", "thresholds"} <= _views_in(made)
+    template.views_template.cache_clear()
+    monkeypatch.setattr(template, "_make", lambda: pytest.fail("made again although the cache holds it"))
+    assert template.views_template() == made
+
+
+def test_a_damaged_cached_template_is_not_used_but_made_again(cache):
+    made = template.views_template()
+    damaged = bytearray(made.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    made.write_bytes(bytes(damaged))
+    template.views_template.cache_clear()
+    assert template.views_template() == made
+    kept = made.with_suffix(".sha256").read_text()
+    assert made.read_bytes() != bytes(damaged) and hashlib.sha256(made.read_bytes()).hexdigest() == kept
+    assert "design_signals" in _views_in(made)
+
+
+def test_without_a_cache_folder_each_process_makes_its_own(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("KWH_CACHE_DIR", str(blocked / "cache"))
+    template.views_template.cache_clear()
+    try:
+        path = template.views_template()
+        assert path is not None and blocked not in path.parents
+        assert "design_signals" in _views_in(path)
+    finally:
+        template.views_template.cache_clear()
+
+
+def test_ingests_in_new_processes_share_the_template_and_publish_the_same_views(tmp_path):
+    env = {**os.environ, "KWH_CACHE_DIR": str(tmp_path / "cache")}
+    run = DATA / "ncu-custom-cupy-h100"
+    published = []
+    for name in ("first", "second"):
+        subprocess.run([sys.executable, "-m", "kwarehouse.cli", "--warehouse", str(tmp_path / name), "ingest",
+                        str(run)], check=True, env=env, capture_output=True)
+        published.append(_views_in(tmp_path / name / "warehouse.duckdb"))
+    assert len(list((tmp_path / "cache").glob("views-*.duckdb"))) == 1
+    assert published[0] == published[1] and "design_signals" in published[0]
