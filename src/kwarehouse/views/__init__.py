@@ -37,18 +37,25 @@ class View:
     sql: str
 
 
-@functools.cache
-def all_views() -> dict[str, View]:
-    """Every view of this package, by name, sorted."""
-    views = {}
-    for entry in sorted(resources.files("kwarehouse.views").iterdir(), key=lambda e: e.name):
+def _described_sql_files(folder, what: str) -> list[tuple[str, str, str]]:
+    """(name, description, text) of each .sql file of `folder`, sorted: the name is the file's, the
+    description its first line, which must be a -- comment."""
+    found = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             text = entry.read_text(encoding="utf-8")
             first = text.lstrip().splitlines()[0]
             if not first.startswith("--"):
-                raise KwhError(f"internal: view {entry.name} must start with a -- description line")
-            views[entry.name[:-4]] = View(entry.name[:-4], first[2:].strip(), text)
-    return views
+                raise KwhError(f"internal: {what} {entry.name} must start with a -- description line")
+            found.append((entry.name[:-4], first[2:].strip(), text))
+    return found
+
+
+@functools.cache
+def all_views() -> dict[str, View]:
+    """Every view of this package, by name, sorted."""
+    return {name: View(name, description, text)
+            for name, description, text in _described_sql_files(resources.files("kwarehouse.views"), "view")}
 
 
 @dataclass(frozen=True)
@@ -61,15 +68,8 @@ class Macro:
 @functools.cache
 def all_macros() -> dict[str, Macro]:
     """Every macro of macros/, by name, sorted."""
-    macros = {}
-    for entry in sorted(resources.files("kwarehouse.views").joinpath("macros").iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            text = entry.read_text(encoding="utf-8")
-            first = text.lstrip().splitlines()[0]
-            if not first.startswith("--"):
-                raise KwhError(f"internal: macro {entry.name} must start with a -- description line")
-            macros[entry.name[:-4]] = Macro(entry.name[:-4], first[2:].strip(), text)
-    return macros
+    folder = resources.files("kwarehouse.views").joinpath("macros")
+    return {name: Macro(name, description, text) for name, description, text in _described_sql_files(folder, "macro")}
 
 
 def view_named(name: str, also: list[str] | None = None) -> View:
