@@ -138,8 +138,9 @@ _TAGS_SQL = ("SELECT 'view', view_name, coalesce(comment, '') FROM duckdb_views(
 
 def definitions(warehouse_root: Path) -> str:
     """A hash of everything kwh puts in warehouse.duckdb besides the data: the table schema, every
-    view's and macro's SQL, the reference tables and thresholds (the warehouse's own overrides included), the
-    peaks and the metric catalog. A kwh upgrade that changes any of them makes the published file stale."""
+    view's and macro's SQL, the reference tables and thresholds (the warehouse's own overrides
+    included), the peaks and the metric catalog. A kwh upgrade that changes any of them makes the
+    published file stale."""
     from kwarehouse import views
     digest = hashlib.sha256(_packaged_definitions().encode())
     digest.update(repr(views.thresholds(warehouse_root)).encode())

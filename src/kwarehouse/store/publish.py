@@ -364,8 +364,8 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
                 failed.append(name)
         if tables or user_views or user_macros:
             macros = f", {len(user_macros) - len(failed_macros)} macro(s)" if user_macros else ""
-            warnings.append(f"kept your own {len(tables)} table(s){macros} and {len(user_views) - len(failed)} view(s) in "
-                            f"{old.name}" + (f"; could not recreate view(s) {', '.join(failed)}" if failed else "")
+            warnings.append(f"kept your own {len(tables)} table(s){macros} and {len(user_views) - len(failed)} "
+                            f"view(s) in {old.name}" + (f"; could not recreate view(s) {', '.join(failed)}" if failed else "")
                             + (f"; could not recreate macro(s) {', '.join(failed_macros)}" if failed_macros else ""))
         failed += failed_macros
         if failed:
