@@ -97,6 +97,12 @@ def test_every_query_is_portable(path):
     ("SELECT log(x), ln(x) FROM t", "SELECT LOG10(x), LN(x) FROM t"),
     ("SELECT 100.0 * a / b FROM t", "SELECT CAST(100.0 AS DOUBLE) * a / b FROM t"),
     ("SELECT regexp_replace(s, 'a', 'b', 'g') FROM t", "SELECT REGEXP_REPLACE(s, 'a', 'b') FROM t"),
+    # Spark has no macros: kwh's are expanded from views/macros/, an argument keeping its precedence
+    ("SELECT time_weighted(k.sm_pct, a + b) FROM t",
+     "SELECT SUM(k.sm_pct * (a + b)) / NULLIF(SUM(CASE WHEN NOT k.sm_pct IS NULL THEN (a + b) END), 0) FROM t"),
+    # arguments named like the macro's parameters are not substituted twice
+    ("SELECT time_weighted(weight, x) FROM t",
+     "SELECT SUM(weight * x) / NULLIF(SUM(CASE WHEN NOT weight IS NULL THEN x END), 0) FROM t"),
 ])
 def test_transpile_rewrites_what_would_mean_something_else(sql, spark_sql):
     assert kspark.transpile(sql) == spark_sql

@@ -64,6 +64,21 @@ def test_view_golden(read_only_view_rows, golden, name):
     golden(f"view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in found])
 
 
+def test_time_weighted_ignores_launches_without_the_counter_and_is_null_without_time():
+    import duckdb
+    con = duckdb.connect()
+    for macro in views.all_macros().values():
+        con.execute(macro.sql)
+    def mean(*pairs):
+        values = ", ".join(f"({x}, {w})" for x, w in pairs)
+        return con.execute(f"SELECT time_weighted(x, w) FROM (VALUES {values}) t(x, w)").fetchall()[0][0]
+    assert mean((10.0, 1), (40.0, 3)) == 32.5
+    assert mean((10.0, 1), ("NULL", 100), (40.0, 3)) == 32.5       # not pulled towards 0 by the NULL
+    assert mean(("NULL", 5), ("NULL", 1)) is None
+    assert mean((10.0, 0), (40.0, 0)) is None                      # not NaN (DuckDB's weighted_avg)
+    assert mean((10.0, "NULL")) is None
+
+
 def test_views_are_in_warehouse_duckdb_too(ingested_read_only):
     import duckdb
     con = duckdb.connect(str(ingested_read_only.duckdb_path), read_only=True)

@@ -13,6 +13,7 @@ schema.sql, so partition values such as gpu=007 stay strings. pyspark is an opti
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -91,8 +92,41 @@ def transpile(sql: str, what: str = "query") -> str:
     """DuckDB SQL as Spark SQL: sqlglot plus the rewrites it lacks (see check_portable for what is refused)."""
     check_portable(sql, what)
     tree = sqlglot.parse_one(_without_comments(sql).strip().rstrip(";"), read="duckdb")
-    tree = tree.transform(_exact_spark_functions)
+    tree = tree.transform(_expand_macros).transform(_exact_spark_functions)
     return tree.sql(dialect="spark")
+
+
+@functools.cache
+def _macro_definitions() -> dict[str, tuple[list[str], exp.Expression]]:
+    """name -> (parameter names, body) of every macro of views/macros/, parsed from its CREATE MACRO."""
+    definitions = {}
+    for macro in views.all_macros().values():
+        create = sqlglot.parse_one(_without_comments(macro.sql).strip().rstrip(";"), read="duckdb")
+        if not isinstance(create, exp.Create) or create.args.get("kind") != "MACRO":
+            raise KwhError(f"internal: views/macros/{macro.name}.sql must hold one CREATE MACRO")
+        parameters = [p.name.lower() for p in create.this.expressions]
+        definitions[create.this.this.name.lower()] = (parameters, create.expression)
+    return definitions
+
+
+def _expand_macros(node: exp.Expression) -> exp.Expression:
+    # Spark SQL has no macros: a call of one of kwh's DuckDB macros becomes its body with the call's
+    # arguments in place of the parameters (each in parentheses unless it is a column, literal or
+    # function call, so that `a + b` keeps its precedence inside `x * weight`), as DuckDB expands it.
+    if not isinstance(node, exp.Anonymous) or node.name.lower() not in _macro_definitions():
+        return node
+    parameters, body = _macro_definitions()[node.name.lower()]
+    if len(node.expressions) != len(parameters):
+        raise NotPortable(f"{node.name}() takes {len(parameters)} arguments, not {len(node.expressions)}")
+    arguments = {name: argument if isinstance(argument, (exp.Column, exp.Literal, exp.Func, exp.Paren))
+                 else exp.Paren(this=argument)
+                 for name, argument in zip(parameters, node.expressions)}
+
+    def substitute(part: exp.Expression) -> exp.Expression:
+        if isinstance(part, exp.Column) and not part.table and part.name.lower() in arguments:
+            return arguments[part.name.lower()].copy()
+        return part
+    return body.copy().transform(substitute)
 
 
 def _exact_spark_functions(node: exp.Expression) -> exp.Expression:

@@ -95,6 +95,21 @@ def test_the_users_own_objects_are_kept_and_kwhs_restored(warehouse):
     assert check.check(warehouse).ok
 
 
+def test_kwhs_macros_are_its_own_objects_and_a_users_are_kept(warehouse):
+    """The views call kwh's macros (views/macros/): one a user redefines is found and restored like a
+    view; a macro of the user's own is kept with the view that calls it."""
+    expected = shell_answer(warehouse.duckdb_path, "SELECT sm_pct FROM kernel_time ORDER BY ALL")
+    in_a_users_session(warehouse.duckdb_path, "CREATE OR REPLACE MACRO time_weighted(x, weight) AS 0",
+                       "CREATE MACRO doubled(x) AS 2 * x",
+                       "CREATE VIEW my_kernels AS SELECT doubled(count(*)) AS n FROM kernels")
+    assert "changed outside kwh (macro time_weighted redefined, macro doubled added, view my_kernels added)" in \
+        check.check(warehouse).problems[0]
+    assert check.check(warehouse, repair=True).ok
+    assert shell_answer(warehouse.duckdb_path, "SELECT sm_pct FROM kernel_time ORDER BY ALL") == expected
+    assert shell_answer(warehouse.duckdb_path, "SELECT n FROM my_kernels") == [(6,)]
+    assert check.check(warehouse).ok
+
+
 def test_a_change_that_keeps_size_and_mtime_is_found_by_the_definitions_hash(warehouse):
     """A file system with coarse times (FAT, some NFS), and a DuckDB file whose size is a whole number
     of blocks, can keep both through a change: the hash of the objects' definitions still differs."""

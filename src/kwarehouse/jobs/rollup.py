@@ -91,13 +91,12 @@ day_kernels AS (
     SELECT day, model, gpu, kernel_id, 'ncu' AS tool, min(library) AS library, min(op_class) AS op_class,
            min(kernel_base) AS kernel_base, count(*) AS launches, count(DISTINCT run_id) AS runs,
            CAST(coalesce(sum(duration_ns), 0) AS DOUBLE) AS total_ns, avg(duration_ns) AS mean_ns,
-           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
-           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
-           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
-           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
-           sum(achieved_occupancy_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct
+           time_weighted(sm_pct, duration_ns) AS sm_pct,
+           time_weighted(dram_pct, duration_ns) AS dram_pct,
+           time_weighted(mem_pct, duration_ns) AS mem_pct,
+           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
+           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
+           time_weighted(achieved_occupancy_pct, duration_ns) AS achieved_occupancy_pct
     FROM day_kernels GROUP BY day, model, gpu, kernel_id
 ), ncu_rows AS (
     SELECT m.*, t.top_stall_reason, s.compute_bound_pct, s.memory_bound_pct, s.cache_inefficient_pct,

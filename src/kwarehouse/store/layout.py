@@ -116,11 +116,14 @@ def sql_string(text: str) -> str:
 # warn about those: the DuckDB shell's answers then differ from kwh's).
 CHANGED_OUTSIDE = "changed outside kwh"
 OWN_TAG = "kwh: rebuilt by kwh after every commit; open this file with duckdb -readonly"
-# Every table and view in a DuckDB database, with what defines it: a view's SQL; a table's columns
-# and its row count (a user who deletes gpu_peaks rows changes what the views answer).
+# Every table, view and macro in a DuckDB database, with what defines it: a view's SQL; a table's
+# columns and its row count (a user who deletes gpu_peaks rows changes what the views answer); a
+# macro's parameters and body (the views call kwh's macros: views/macros/).
 _OBJECTS_SQL = ("SELECT 'view', view_name, sql FROM duckdb_views() WHERE database_name = $1 AND NOT internal "
                 "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR) "
-                "FROM duckdb_tables() WHERE database_name = $1 AND NOT internal")
+                "FROM duckdb_tables() WHERE database_name = $1 AND NOT internal "
+                "UNION ALL SELECT 'macro', function_name, array_to_string(parameters, ',') || ' AS ' || macro_definition "
+                "FROM duckdb_functions() WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
 # ...and what readers and writers compare instead: each object's DuckDB comment. Writing out the
 # views' SQL costs DuckDB ~1 ms per view (~40 ms for the file); reading comments costs nothing.
 # kwh comments each of its objects with OWN_TAG, and DuckDB drops the comment of a view or table
@@ -128,13 +131,16 @@ _OBJECTS_SQL = ("SELECT 'view', view_name, sql FROM duckdb_views() WHERE databas
 _TAGS_SQL = ("SELECT 'view', view_name, coalesce(comment, '') FROM duckdb_views() "
              "WHERE database_name = $1 AND NOT internal "
              "UNION ALL SELECT 'table', table_name, coalesce(comment, '') FROM duckdb_tables() "
-             "WHERE database_name = $1 AND NOT internal")
+             "WHERE database_name = $1 AND NOT internal "
+             "UNION ALL SELECT 'macro', function_name, coalesce(comment, '') FROM duckdb_functions() "
+             "WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
 
 
 def definitions(warehouse_root: Path) -> str:
     """A hash of everything kwh puts in warehouse.duckdb besides the data: the table schema, every
-    view's SQL, the reference tables and thresholds (the warehouse's own overrides included), the
-    peaks and the metric catalog. A kwh upgrade that changes any of them makes the published file stale."""
+    view's and macro's SQL, the reference tables and thresholds (the warehouse's own overrides
+    included), the peaks and the metric catalog. A kwh upgrade that changes any of them makes the
+    published file stale."""
     from kwarehouse import views
     digest = hashlib.sha256(packaged_definitions().encode())
     digest.update(repr(views.thresholds(warehouse_root)).encode())
@@ -150,6 +156,8 @@ def packaged_definitions() -> str:
     digest = hashlib.sha256(resources.files("kwarehouse").joinpath("schema.sql").read_bytes())
     for view in views.creation_order():
         digest.update(f"\0{view.name}\0{view.sql}".encode())
+    for macro in views.all_macros().values():
+        digest.update(f"\0{macro.name}\0{macro.sql}".encode())
     digest.update(repr(sorted(views.reference_tables().items())).encode())
     for name in ("metric_catalog.csv", "gpu_peaks.csv", "peaks.py"):
         digest.update(b"\0" + (package / "normalize" / name).read_bytes())

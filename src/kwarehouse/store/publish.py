@@ -17,7 +17,7 @@ The promises, and how they are kept:
   by the next writer, by a reader when no writer is busy, or by kwh check --repair; a reader that
   cannot rebuild it answers from the catalog and says that DuckDB sessions reading the file get
   other answers;
-- tables and views users created in it are copied into the new file; kwh's own objects that a user
+- tables, views and macros users created in it are copied into the new file; kwh's own objects that a user
   changed or dropped are rebuilt, and the changed file is kept in _quarantine/ with a warning; when
   the old file cannot be opened (a session holds it, or it is damaged) it is moved to _quarantine/
   with a warning instead of being overwritten. The README says to open the file -readonly and
@@ -233,7 +233,8 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
     try:
         present = {r[0] for r in check.execute(
             "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() "
-            "WHERE NOT internal").fetchall()}
+            "WHERE NOT internal UNION ALL SELECT function_name FROM duckdb_functions() "
+            "WHERE function_type = 'macro' AND NOT internal").fetchall()}
         missing = own_objects() - present
         if missing:
             raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
@@ -256,7 +257,7 @@ def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list[str], recorded: dict) -> None:
-    """Copy tables and views a user created in the old warehouse.duckdb into the new one, and set the
+    """Copy tables, views and macros a user created in the old warehouse.duckdb into the new one, and set the
     old file aside when a user changed or dropped one of kwh's own (the new file has kwh's). Skipped
     when the old file is exactly what kwh wrote (nothing of a user's can be in it)."""
     old = warehouse.duckdb_path
@@ -288,17 +289,34 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
         user_views = [(n, sql) for n, sql in con.execute(
             "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'previous' AND NOT internal").fetchall()
             if n not in ours]
+        # a user's macros are created before their views, which may call them; DuckDB keeps no CREATE
+        # text for a macro: each overload is a row of its parameters and body
+        user_macros: dict[str, list[str]] = {}
+        for name, parameters, body in con.execute(
+                "SELECT function_name, parameters, macro_definition FROM duckdb_functions() "
+                "WHERE database_name = 'previous' AND function_type = 'macro' AND NOT internal").fetchall():
+            if name not in ours:
+                user_macros.setdefault(name, []).append(f"({', '.join(parameters)}) AS {body}")
         for name in tables:
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM previous.main."{name}"')
+        failed_macros = []
+        for name, overloads in user_macros.items():
+            try:
+                con.execute(f'CREATE MACRO "{name}" {", ".join(overloads)}')
+            except duckdb.Error:
+                failed_macros.append(name)
         failed = []
         for name, sql in user_views:
             try:
                 con.execute(sql)
             except duckdb.Error:
                 failed.append(name)
-        if tables or user_views:
-            warnings.append(f"kept your own {len(tables)} table(s) and {len(user_views) - len(failed)} view(s) in "
-                            f"{old.name}" + (f"; could not recreate view(s) {', '.join(failed)}" if failed else ""))
+        if tables or user_views or user_macros:
+            macros = f", {len(user_macros) - len(failed_macros)} macro(s)" if user_macros else ""
+            warnings.append(f"kept your own {len(tables)} table(s){macros} and {len(user_views) - len(failed)} "
+                            f"view(s) in {old.name}" + (f"; could not recreate view(s) {', '.join(failed)}" if failed else "")
+                            + (f"; could not recreate macro(s) {', '.join(failed_macros)}" if failed_macros else ""))
+        failed += failed_macros
         if failed:
             kept = quarantine(warehouse.root, old, copy=True)
             warnings.append(f"the previous {old.name} is kept at {kept}")

@@ -119,15 +119,15 @@ def _keep(made: Path, folder: Path, name: str) -> None:
 
 def own_objects() -> set[str]:
     """Names kwh creates in warehouse.duckdb (everything else is a user's)."""
-    return {*schema.tables(), *views.all_views(), *views.reference_tables(), "metric_catalog", "bottleneck_thresholds", "gpu_peaks",
-            PUBLISHED_TABLE}
+    return {*schema.tables(), *views.all_views(), *views.all_macros(), *views.reference_tables(), "metric_catalog",
+            "bottleneck_thresholds", "gpu_peaks", PUBLISHED_TABLE}
 
 
 PUBLISHED_TABLE = "kwh_published"
 
 
 def tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
-    """Comment each of kwh's tables and views that lacks it with layout.OWN_TAG (see
+    """Comment each of kwh's tables, views and macros that lacks it with layout.OWN_TAG (see
     layout._TAGS_SQL): what a user creates again in its place has no comment, which every reader
     notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
     database = con.execute("SELECT current_database()").fetchall()[0][0]

@@ -8,6 +8,11 @@ bottleneck_thresholds.csv here, and a warehouse may override any of them in
 <warehouse>/views/bottleneck_thresholds.csv (same columns), without editing SQL. Every other .csv here
 is a reference table the views join (stall_reasons: cause and fix of each warp stall reason;
 warp_specialized_kernels: name patterns of Hopper warp-specialised kernels), named after its file.
+
+macros/ holds the DuckDB macros the views (and kwh rollup and the answers) call, one CREATE MACRO per
+file (file name = macro name, first comment line = its description): a rule written once instead of
+pasted into every column that applies it. create_all and duckdb_script create them before the views;
+spark.py expands their calls, since Spark SQL has no macros.
 """
 
 from __future__ import annotations
@@ -32,18 +37,39 @@ class View:
     sql: str
 
 
-@functools.cache
-def all_views() -> dict[str, View]:
-    """Every view of this package, by name, sorted."""
-    views = {}
-    for entry in sorted(resources.files("kwarehouse.views").iterdir(), key=lambda e: e.name):
+def _described_sql_files(folder, what: str) -> list[tuple[str, str, str]]:
+    """(name, description, text) of each .sql file of `folder`, sorted: the name is the file's, the
+    description its first line, which must be a -- comment."""
+    found = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             text = entry.read_text(encoding="utf-8")
             first = text.lstrip().splitlines()[0]
             if not first.startswith("--"):
-                raise KwhError(f"internal: view {entry.name} must start with a -- description line")
-            views[entry.name[:-4]] = View(entry.name[:-4], first[2:].strip(), text)
-    return views
+                raise KwhError(f"internal: {what} {entry.name} must start with a -- description line")
+            found.append((entry.name[:-4], first[2:].strip(), text))
+    return found
+
+
+@functools.cache
+def all_views() -> dict[str, View]:
+    """Every view of this package, by name, sorted."""
+    return {name: View(name, description, text)
+            for name, description, text in _described_sql_files(resources.files("kwarehouse.views"), "view")}
+
+
+@dataclass(frozen=True)
+class Macro:
+    name: str
+    description: str
+    sql: str        # its CREATE OR REPLACE MACRO statement
+
+
+@functools.cache
+def all_macros() -> dict[str, Macro]:
+    """Every macro of macros/, by name, sorted."""
+    folder = resources.files("kwarehouse.views").joinpath("macros")
+    return {name: Macro(name, description, text) for name, description, text in _described_sql_files(folder, "macro")}
 
 
 def view_named(name: str, also: list[str] | None = None) -> View:
@@ -129,8 +155,10 @@ def plan_quickly(con) -> None:
 
 
 def create_all(con, warehouse_root: Path | None = None) -> None:
-    """Create bottleneck_thresholds and every view in a DuckDB connection holding the base tables."""
+    """Create bottleneck_thresholds, the macros and every view in a DuckDB connection holding the base tables."""
     import duckdb     # here, not at the top: kwh --help and kwh views load no duckdb
+    for macro in all_macros().values():
+        con.execute(_body(macro.sql))
     con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
     con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", thresholds(warehouse_root))
     for name, (columns, rows) in reference_tables().items():
@@ -182,13 +210,15 @@ def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
 
 
 def duckdb_script() -> str:
-    """Every view as a CREATE OR REPLACE VIEW statement, in creation order: what
-    `kwh views --dialect duckdb` prints (base tables and bottleneck_thresholds must exist)."""
-    return "".join(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{_body(view.sql)};\n\n' for view in creation_order())
+    """The macros the views call, then every view as a CREATE OR REPLACE VIEW statement, in creation
+    order: what `kwh views --dialect duckdb` prints (base tables and bottleneck_thresholds must exist)."""
+    macros = "".join(f"{_body(macro.sql)};\n\n" for macro in all_macros().values())
+    return macros + "".join(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{_body(view.sql)};\n\n'
+                            for view in creation_order())
 
 
 def _body(sql: str) -> str:
-    """The view's query without its trailing semicolon."""
+    """The view's query (or macro's statement) without its trailing semicolon."""
     return sql.strip().rstrip(";")
 
 

@@ -6,11 +6,10 @@ WITH t AS (
 ), weighted AS (
     SELECT model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base, count(*) AS launches,
            CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns,
-           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
-           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
-           sum(greatest(coalesce(dram_pct, mem_pct), coalesce(mem_pct, dram_pct)) * duration_ns)
-               / NULLIF(sum(CASE WHEN coalesce(dram_pct, mem_pct) IS NOT NULL THEN duration_ns END), 0) AS memory_pct,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
+           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
+           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
+           time_weighted(greatest(coalesce(dram_pct, mem_pct), coalesce(mem_pct, dram_pct)), duration_ns) AS memory_pct,
+           time_weighted(dram_pct, duration_ns) AS dram_pct,
            CAST(sum(dram_bytes) AS DOUBLE) AS dram_bytes
     FROM kernels
     GROUP BY model, gpu, kernel_id, library, op_class

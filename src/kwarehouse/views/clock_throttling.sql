@@ -29,7 +29,7 @@ WITH limits AS (
 ), per_kernel AS (
     SELECT c.run_id, c.model, c.gpu, c.kernel_id, min(c.kernel_base) AS kernel_base, min(c.op_class) AS op_class,
            count(*) AS launches, sum(c.duration_ns) AS ncu_time_ns,
-           sum(c.sm_clock_hz * c.duration_ns) / sum(c.duration_ns) AS sm_clock_hz,
+           time_weighted(c.sm_clock_hz, c.duration_ns) AS sm_clock_hz,
            max(c.max_sm_clock_hz) AS max_sm_clock_hz,
            min(c.clock_control) AS clock_control,
            coalesce(min(c.clock_control) = 'base',

@@ -505,8 +505,8 @@ WITH model_stack AS (
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
            CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('memory_pct ', CAST(round(sum(b.memory_pct * b.duration_ns) / NULLIF(sum(b.duration_ns), 0), 1) AS VARCHAR),
-                  ', l2_hit_pct ', CAST(round(sum(b.l2_hit_pct * b.duration_ns) / NULLIF(sum(b.duration_ns), 0), 1) AS VARCHAR),
+           concat('memory_pct ', CAST(round(time_weighted(b.memory_pct, b.duration_ns), 1) AS VARCHAR),
+                  ', l2_hit_pct ', CAST(round(time_weighted(b.l2_hit_pct, b.duration_ns), 1) AS VARCHAR),
                   ' (time-weighted)') AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
@@ -520,7 +520,7 @@ WITH model_stack AS (
            min(k.op_class) AS op_class, count(DISTINCT k.model) AS models,
            array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list, count(*) AS launches,
            CAST(sum(k.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('tensor_pipe_pct ', CAST(round(sum(k.tensor_pipe_pct * k.duration_ns) / NULLIF(sum(k.duration_ns), 0), 1) AS VARCHAR),
+           concat('tensor_pipe_pct ', CAST(round(time_weighted(k.tensor_pipe_pct, k.duration_ns), 1) AS VARCHAR),
                   ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
@@ -529,14 +529,14 @@ WITH model_stack AS (
     FROM kernels k CROSS JOIN thresholds t
     WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
     GROUP BY k.kernel_id
-    HAVING sum(k.tensor_pipe_pct * k.duration_ns) / NULLIF(sum(k.duration_ns), 0) < max(t.tensor_pipe_low_pct)
+    HAVING time_weighted(k.tensor_pipe_pct, k.duration_ns) < max(t.tensor_pipe_low_pct)
 ), seed_register AS (
     SELECT 'register-limited occupancy in a kernel family' AS signal, o.kernel_base AS subject,
            CAST(NULL AS VARCHAR) AS kernel_id, min(o.library) AS library, min(o.op_class) AS op_class,
            count(DISTINCT o.model) AS models, array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
            count(*) AS launches, CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
            concat('registers bind in ', CAST(count(*) AS VARCHAR), ' launches; achieved_occupancy_pct ',
-                  CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / NULLIF(sum(o.duration_ns), 0), 1) AS VARCHAR),
+                  CAST(round(time_weighted(o.achieved_occupancy_pct, o.duration_ns), 1) AS VARCHAR),
                   ' (time-weighted); registers_per_thread ', CAST(min(o.registers_per_thread) AS VARCHAR), '-',
                   CAST(max(o.registers_per_thread) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,

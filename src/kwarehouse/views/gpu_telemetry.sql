@@ -46,7 +46,8 @@ WITH timeline_windows AS (
     SELECT w.run_id, w.model, w.gpu, w.tool, w.dtype, w.window_source, w.start_ns, w.end_ns,
            coalesce(s.gpu_index, w.gpu_index) AS gpu_index, s.run_id AS telemetry_run_id, s.source,
            s.timestamp_ns, s.interval_ns, s.gpu_model, s.field, s.value,
-           -- how much of the sample's period lies in the window: its weight in the means
+           -- how much of the sample's period lies in the window: its weight in the means (at least 1 ns,
+           -- so a mean is NULL only where no sample has the field)
            greatest(least(s.timestamp_ns, w.end_ns) - greatest(s.timestamp_ns - coalesce(s.interval_ns, 0), w.start_ns), 1)
                AS overlap_ns
     FROM windows w
@@ -84,17 +85,16 @@ WITH timeline_windows AS (
            array_to_string(list_sort(list(DISTINCT source)), ', ') AS sources,
            array_to_string(list_sort(list(DISTINCT telemetry_run_id)), ', ') AS telemetry_runs,
            max(gpu_model) AS gpu_model,
-           sum(sm_active * overlap_ns) / sum(CASE WHEN sm_active IS NOT NULL THEN overlap_ns END) AS sm_active_mean_pct, quantile_cont(sm_active, 0.95) AS sm_active_p95_pct,
-           sum(sm_occupancy * overlap_ns) / sum(CASE WHEN sm_occupancy IS NOT NULL THEN overlap_ns END) AS sm_occupancy_mean_pct, quantile_cont(sm_occupancy, 0.95) AS sm_occupancy_p95_pct,
-           sum(tensor_active * overlap_ns) / sum(CASE WHEN tensor_active IS NOT NULL THEN overlap_ns END) AS tensor_active_mean_pct, quantile_cont(tensor_active, 0.95) AS tensor_active_p95_pct,
-           sum(dram_active * overlap_ns) / sum(CASE WHEN dram_active IS NOT NULL THEN overlap_ns END) AS dram_active_mean_pct, quantile_cont(dram_active, 0.95) AS dram_active_p95_pct,
-           sum(gpu_util * overlap_ns) / sum(CASE WHEN gpu_util IS NOT NULL THEN overlap_ns END) AS gpu_util_mean_pct, quantile_cont(gpu_util, 0.95) AS gpu_util_p95_pct,
+           time_weighted(sm_active, overlap_ns) AS sm_active_mean_pct, quantile_cont(sm_active, 0.95) AS sm_active_p95_pct,
+           time_weighted(sm_occupancy, overlap_ns) AS sm_occupancy_mean_pct, quantile_cont(sm_occupancy, 0.95) AS sm_occupancy_p95_pct,
+           time_weighted(tensor_active, overlap_ns) AS tensor_active_mean_pct, quantile_cont(tensor_active, 0.95) AS tensor_active_p95_pct,
+           time_weighted(dram_active, overlap_ns) AS dram_active_mean_pct, quantile_cont(dram_active, 0.95) AS dram_active_p95_pct,
+           time_weighted(gpu_util, overlap_ns) AS gpu_util_mean_pct, quantile_cont(gpu_util, 0.95) AS gpu_util_p95_pct,
            min(coalesce(sm_clock, graphics_clock)) AS sm_clock_min_hz,
            max(coalesce(sm_clock, graphics_clock)) AS sm_clock_max_hz,
-           sum(coalesce(sm_clock, graphics_clock) * overlap_ns)
-               / sum(CASE WHEN coalesce(sm_clock, graphics_clock) IS NOT NULL THEN overlap_ns END) AS sm_clock_mean_hz,
+           time_weighted(coalesce(sm_clock, graphics_clock), overlap_ns) AS sm_clock_mean_hz,
            min(memory_clock) AS memory_clock_min_hz, max(memory_clock) AS memory_clock_max_hz,
-           sum(power * overlap_ns) / sum(CASE WHEN power IS NOT NULL THEN overlap_ns END) AS power_mean_w, max(power) AS power_max_w,
+           time_weighted(power, overlap_ns) AS power_mean_w, max(power) AS power_max_w,
            max(memory_used) AS memory_used_max_bytes, max(gpu_temperature) AS gpu_temperature_max_c,
            bool_or(CASE WHEN throttle_reasons IS NOT NULL OR violation IS NOT NULL
                         THEN coalesce((CAST(throttle_reasons AS BIGINT) & 236) <> 0, false) OR coalesce(violation > 0, false)

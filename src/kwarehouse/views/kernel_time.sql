@@ -58,15 +58,13 @@ WITH run_days AS (
     -- one counter set per ncu run, kernel and launch shape (duration-weighted over its launches)
     SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes,
            max(run_day) AS run_day, count(*) AS launches, sum(duration_ns) AS ncu_time_ns,
-           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
-           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
-           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
-           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
-           sum(achieved_occupancy_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
-           sum(tensor_pipe_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct,
+           time_weighted(sm_pct, duration_ns) AS sm_pct,
+           time_weighted(dram_pct, duration_ns) AS dram_pct,
+           time_weighted(mem_pct, duration_ns) AS mem_pct,
+           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
+           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
+           time_weighted(achieved_occupancy_pct, duration_ns) AS achieved_occupancy_pct,
+           time_weighted(tensor_pipe_pct, duration_ns) AS tensor_pipe_pct,
            avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
            max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
     FROM ncu_launches
@@ -94,15 +92,13 @@ WITH run_days AS (
     -- per ncu run, each kernel identity with all its shapes together
     SELECT run_id, model, gpu, kernel_id, max(run_day) AS run_day, count(*) AS launches,
            sum(duration_ns) AS ncu_time_ns,
-           sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
-           sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
-           sum(l1_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l1_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l1_hit_pct,
-           sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
-           sum(achieved_occupancy_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
-           sum(tensor_pipe_pct * duration_ns)
-               / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct,
+           time_weighted(sm_pct, duration_ns) AS sm_pct,
+           time_weighted(dram_pct, duration_ns) AS dram_pct,
+           time_weighted(mem_pct, duration_ns) AS mem_pct,
+           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
+           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
+           time_weighted(achieved_occupancy_pct, duration_ns) AS achieved_occupancy_pct,
+           time_weighted(tensor_pipe_pct, duration_ns) AS tensor_pipe_pct,
            avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
            max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
     FROM ncu_launches
@@ -190,15 +186,13 @@ WITH run_days AS (
            'this model' AS counter_source,
            CASE WHEN count(DISTINCT n.run_id) = 1 THEN min(n.run_id) END AS borrowed_from_run,
            n.model AS borrowed_from_model, 0 AS counter_age_days,
-           sum(n.sm_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.sm_pct IS NOT NULL THEN n.duration_ns END), 0) AS sm_pct,
-           sum(n.dram_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.dram_pct IS NOT NULL THEN n.duration_ns END), 0) AS dram_pct,
-           sum(n.mem_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.mem_pct IS NOT NULL THEN n.duration_ns END), 0) AS mem_pct,
-           sum(n.l1_hit_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.l1_hit_pct IS NOT NULL THEN n.duration_ns END), 0) AS l1_hit_pct,
-           sum(n.l2_hit_pct * n.duration_ns) / NULLIF(sum(CASE WHEN n.l2_hit_pct IS NOT NULL THEN n.duration_ns END), 0) AS l2_hit_pct,
-           sum(n.achieved_occupancy_pct * n.duration_ns)
-               / NULLIF(sum(CASE WHEN n.achieved_occupancy_pct IS NOT NULL THEN n.duration_ns END), 0) AS achieved_occupancy_pct,
-           sum(n.tensor_pipe_pct * n.duration_ns)
-               / NULLIF(sum(CASE WHEN n.tensor_pipe_pct IS NOT NULL THEN n.duration_ns END), 0) AS tensor_pipe_pct,
+           time_weighted(n.sm_pct, n.duration_ns) AS sm_pct,
+           time_weighted(n.dram_pct, n.duration_ns) AS dram_pct,
+           time_weighted(n.mem_pct, n.duration_ns) AS mem_pct,
+           time_weighted(n.l1_hit_pct, n.duration_ns) AS l1_hit_pct,
+           time_weighted(n.l2_hit_pct, n.duration_ns) AS l2_hit_pct,
+           time_weighted(n.achieved_occupancy_pct, n.duration_ns) AS achieved_occupancy_pct,
+           time_weighted(n.tensor_pipe_pct, n.duration_ns) AS tensor_pipe_pct,
            avg(n.dram_bytes) AS dram_bytes_per_launch, avg(n.duration_ns) AS ncu_ns_per_launch,
            max(n.peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
     FROM ncu_launches n

@@ -45,7 +45,7 @@ WITH limits AS (
     GROUP BY gpu, kernel_id
 ), dram_rows AS (
     SELECT gpu, kernel_id,
-           sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct
+           time_weighted(dram_pct, duration_ns) AS dram_pct
     FROM kernels
     GROUP BY gpu, kernel_id
 ), placement AS (

@@ -56,13 +56,12 @@ WITH ncu AS (
            arg_max(counter_match, w) AS counter_match,
            min(CASE WHEN counter_source = 'other model' THEN borrowed_from_model END) AS borrowed_from_model,
            max(counter_age_days) AS counter_age_days,
-           sum(sm_pct * w) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN w END), 0) AS sm_pct,
-           sum(dram_pct * w) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN w END), 0) AS dram_pct,
-           sum(mem_pct * w) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN w END), 0) AS mem_pct,
-           sum(l2_hit_pct * w) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN w END), 0) AS l2_hit_pct,
-           sum(achieved_occupancy_pct * w)
-               / NULLIF(sum(CASE WHEN achieved_occupancy_pct IS NOT NULL THEN w END), 0) AS achieved_occupancy_pct,
-           sum(tensor_pipe_pct * w) / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN w END), 0) AS tensor_pipe_pct
+           time_weighted(sm_pct, w) AS sm_pct,
+           time_weighted(dram_pct, w) AS dram_pct,
+           time_weighted(mem_pct, w) AS mem_pct,
+           time_weighted(l2_hit_pct, w) AS l2_hit_pct,
+           time_weighted(achieved_occupancy_pct, w) AS achieved_occupancy_pct,
+           time_weighted(tensor_pipe_pct, w) AS tensor_pipe_pct
     FROM shapes
     GROUP BY model, gpu, kernel_id
 ), weighted AS (

@@ -5,8 +5,8 @@ SELECT left(coalesce(any_value(d.kernel_display), any_value(t.kernel_base)), 60)
        sum(launches) AS launches,
        count(DISTINCT model) AS models, round(sum(gpu_time_ns) / 1e3, 1) AS gpu_time_us,
        round(100 * sum(gpu_time_ns) / sum(sum(gpu_time_ns)) OVER (), 1) AS share_pct,
-       round(sum(sm_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE sm_pct IS NOT NULL), 0), 1) AS sm_pct,
-       round(sum(dram_pct * gpu_time_ns) / nullif(sum(gpu_time_ns) FILTER (WHERE dram_pct IS NOT NULL), 0), 1) AS dram_pct,
+       round(time_weighted(sm_pct, gpu_time_ns), 1) AS sm_pct,
+       round(time_weighted(dram_pct, gpu_time_ns), 1) AS dram_pct,
        any_value(v.bottleneck) AS bottleneck,
        CASE WHEN count(DISTINCT time_basis) > 1 THEN 'timeline + ncu replay' ELSE min(time_basis) END AS time_basis,
        round(100 * sum(CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END) / nullif(sum(gpu_time_ns), 0), 1)
