@@ -36,7 +36,10 @@
 -- seed_class is the seed heuristic exactly as the project began with it (issue 5): SM % >= 60 and DRAM % >= 60
 -- -> Mixed; SM >= 60 -> Compute; DRAM >= 60 -> Memory; both low and issue slots idle >= 30 % ->
 -- Latency-Occupancy; otherwise Mixed.
-WITH unit_metrics AS (
+WITH run_frameworks AS (
+    -- run_framework read once (it scans four tables; DuckDB computes a CTE read twice once)
+    SELECT run_id, framework FROM run_framework
+), unit_metrics AS (
     -- per launch: the busiest unit of each memory level in ncu's memory SOL breakdown, the compute pipes
     -- (all % of peak over elapsed cycles) and DRAM bytes where only a rate was exported
     SELECT run_id, launch_id,
@@ -207,7 +210,7 @@ WITH unit_metrics AS (
            arg_max(lf.fix, CASE WHEN lf.implementation <> '*' THEN 4 ELSE 0 END + CASE WHEN lf.op_class <> '*' THEN 2 ELSE 0 END
                            + CASE WHEN lf.framework <> '*' THEN 1 ELSE 0 END) AS fix
     FROM (SELECT DISTINCT k.library, k.implementation, k.op_class, rf.framework
-          FROM kernels k LEFT JOIN run_framework rf ON rf.run_id = k.run_id) o
+          FROM kernels k LEFT JOIN run_frameworks rf ON rf.run_id = k.run_id) o
     JOIN library_fixes lf ON lf.library = o.library AND lf.implementation IN ('*', o.implementation)
          AND lf.op_class IN ('*', o.op_class) AND lf.framework IN ('*', o.framework)
     GROUP BY o.library, o.implementation, o.op_class, o.framework
@@ -291,7 +294,7 @@ SELECT j.run_id, j.launch_id, j.model, j.gpu, j.kernel_id, j.library, j.op_class
        j.issue_idle_pct, j.achieved_occupancy_pct, j.waves_per_sm, j.dram_bytes, j.compulsory_bytes,
        j.dram_to_compulsory, j.warp_specialized
 FROM judged j
-LEFT JOIN run_framework rf ON rf.run_id = j.run_id
+LEFT JOIN run_frameworks rf ON rf.run_id = j.run_id
 LEFT JOIN library_fix lf ON lf.library = j.library AND lf.implementation = j.implementation AND lf.op_class = j.op_class
      AND lf.framework IS NOT DISTINCT FROM rf.framework
 LEFT JOIN bottleneck_fixes f_unit_stack ON f_unit_stack.bottleneck = j.bottleneck AND f_unit_stack.limiting_unit = j.limiting_unit

@@ -61,7 +61,14 @@
 -- PyTorch, XLA, CuPy), else the row for any stack: no torch.compile for a CUDA C, OpenMP or CuPy application.
 -- Where that fix edits the kernel's code or algorithm (edits_kernel) and a library owns the kernel (a library_fixes
 -- row for its library, implementation, op class and stack), the fix is that library's knob instead.
-WITH model_stack AS (
+WITH kernel_time_rows AS (
+    -- kernel_time and gemm_efficiency read once each: DuckDB computes a CTE read several times once, where
+    -- each of the 5 and 4 reads of the views themselves computed them again (half of this view's CPU on the
+    -- corpus: 0.95 CPU-s against 1.9; bench/RESULTS.md)
+    SELECT * FROM kernel_time
+), gemm_efficiency_rows AS (
+    SELECT * FROM gemm_efficiency
+), model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
     SELECT model, CASE WHEN count(DISTINCT coalesce(framework, '?')) = 1 THEN min(framework) END AS framework
     FROM run_framework GROUP BY model
@@ -75,7 +82,7 @@ WITH model_stack AS (
     FROM (SELECT model, gpu, kernel_id, CAST(sum(duration_ns) AS DOUBLE) AS ncu_ns, CAST(count(*) AS DOUBLE) AS ncu_launches
           FROM kernels GROUP BY model, gpu, kernel_id) n
     LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
-               FROM kernel_time WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
+               FROM kernel_time_rows WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
       ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
 ), gpu_l2 AS (
     -- per GPU: the L2 capacity (device__attribute_l2_cache_size, 50 MiB on the H100 SXM) and the highest L2 peak
@@ -159,27 +166,27 @@ WITH model_stack AS (
 ), totals AS (
     SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
     UNION ALL
-    SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time WHERE time_basis = 'timeline'
+    SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time_rows WHERE time_basis = 'timeline'
 ), gemm_signal_rows AS (
     -- the gemm_efficiency rows each GEMM signal judges (a row may serve several): misaligned dims (not tiny);
     -- low tensor efficiency (aligned, not tiny, not a GEMV, not short K, below tensor_efficiency_low_pct, not
     -- trivial); a GEMV with a saving (flagged below dram_roof_pct after grouping); a short K loop (not tiny, not a
     -- GEMV, aligned) with a saving
     SELECT g.*, 'misaligned GEMM dims → fallback kernel' AS signal, 'misaligned GEMM' AS fix_key
-    FROM gemm_efficiency g WHERE g.misaligned AND NOT g.tiny
+    FROM gemm_efficiency_rows g WHERE g.misaligned AND NOT g.tiny
     UNION ALL
     SELECT g.*, 'GEMM/conv/attention at low tensor efficiency', 'low-efficiency GEMM op'
-    FROM gemm_efficiency g CROSS JOIN thresholds t
+    FROM gemm_efficiency_rows g CROSS JOIN thresholds t
     WHERE NOT g.misaligned AND NOT g.tiny AND NOT g.gemv AND NOT g.short_k AND g.pct_of_peak < t.tensor_efficiency_low_pct
           AND g.flops_per_launch >= t.trivial_gemm_flops
     UNION ALL
     SELECT g.*, 'GEMV below its memory roof', 'GEMV below memory roof'
-    FROM gemm_efficiency g WHERE g.gemv AND g.est_time_saved_ns > 0
+    FROM gemm_efficiency_rows g WHERE g.gemv AND g.est_time_saved_ns > 0
     UNION ALL
     -- GEMMs whose K loop is too short to reach a steady state (gemm_efficiency.short_k): prologue/epilogue-
     -- dominated, whatever ncu's latency/ILP words say; the estimate is the GEMM at its memory or compute roof
     SELECT g.*, 'short-K GEMM (prologue/epilogue-dominated)', 'short-K GEMM'
-    FROM gemm_efficiency g WHERE g.short_k AND NOT g.tiny AND NOT g.gemv AND NOT g.misaligned AND g.est_time_saved_ns > 0
+    FROM gemm_efficiency_rows g WHERE g.short_k AND NOT g.tiny AND NOT g.gemv AND NOT g.misaligned AND g.est_time_saved_ns > 0
 ), gemm_signals AS (
     -- one row per signal, op shape and kernel, over its models
     SELECT g.signal,
@@ -446,7 +453,7 @@ WITH model_stack AS (
            arg_min(p.kernel_family, CAST(p.priority AS INTEGER)) AS kernel_family,
            arg_min(TRY_CAST(nullif(p.hopper_speedup, '') AS DOUBLE), CAST(p.priority AS INTEGER)) AS hopper_speedup,
            arg_min(p.speedup_source, CAST(p.priority AS INTEGER)) AS speedup_source
-    FROM kernel_time k
+    FROM kernel_time_rows k
     JOIN hopper_gpus h ON h.gpu = k.gpu
     JOIN pre_hopper_kernels p ON regexp_matches(lower(concat(k.kernel_base, ' ', k.kernel_signature)), p.pattern)
     GROUP BY k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class, k.time_basis, k.launches, k.gpu_time_ns,
@@ -629,9 +636,9 @@ WITH model_stack AS (
                                  ELSE 1.0 END AS est_combined_ns
     FROM kernel_sums k
 ), model_kernel_time AS (
-    SELECT model, time_basis, kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis, kernel_id
+    SELECT model, time_basis, kernel_id, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time_rows GROUP BY model, time_basis, kernel_id
 ), model_time AS (
-    SELECT model, time_basis, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time GROUP BY model, time_basis
+    SELECT model, time_basis, sum(gpu_time_ns) AS gpu_time_ns FROM kernel_time_rows GROUP BY model, time_basis
 ), shares AS (
     -- a kernel-time row's saving split over its models by their time in that kernel; a chain's is its model's
     SELECT c.*, coalesce(m.model, CASE WHEN c.kernel_id IS NULL THEN c.model_list END) AS share_model,
