@@ -209,6 +209,25 @@ def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
     return left
 
 
+def compute_once(con, names: tuple[str, ...]) -> None:
+    """For a connection that answers several questions from the same views (the report): each view of
+    `names` becomes a temporary table of its rows, in creation order, so that it is computed once rather
+    than by every query that reads it or a view built on it (DuckDB inlines a view at each read). A
+    temporary table shadows the view of its name for this connection alone, in the views that read it
+    too, and goes with it; its rows are the view's, read in the same snapshot. A view already stored as
+    a table (a published file above materialize_min_rows) is left as it is, and so is one that cannot be
+    computed: the query that reads it then gets its own error."""
+    import duckdb
+    stored = {name for name, in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    for view in creation_order():
+        if view.name not in names or view.name in stored:
+            continue
+        try:
+            con.execute(f'CREATE TEMP TABLE "{view.name}" AS SELECT * FROM "{view.name}"')
+        except duckdb.Error:
+            continue
+
+
 def duckdb_script() -> str:
     """The macros the views call, then every view as a CREATE OR REPLACE VIEW statement, in creation
     order: what `kwh views --dialect duckdb` prints (base tables and bottleneck_thresholds must exist)."""
