@@ -408,22 +408,23 @@ def summary(warehouse: Warehouse, top):
     Example:
       kwh summary --top 20
     """
-    from kwarehouse.answers.summary import fix_first, model_efficiency, replay_note, replay_only, summary_tables
+    from kwarehouse.answers.summary import overview, replay_note
     _require_warehouse(warehouse)
-    efficiency_cols, efficiency_rows = model_efficiency(warehouse)
+    tables = overview(warehouse, top)
+    efficiency_cols, efficiency_rows = tables.efficiency
     if efficiency_rows:
         click.echo("Model efficiency (MFU: useful FLOPs over the traced span at the datasheet dense peak; "
                    "views/model_efficiency.sql says how each column is made)\n"
                    + format_table(efficiency_cols, efficiency_rows) + "\n")
-    (model_cols, model_rows), (top_cols, top_rows) = summary_tables(warehouse, top)
+    (model_cols, model_rows), (top_cols, top_rows) = tables.per_model, tables.top_kernels
     click.echo("Kernels per model\n" + format_table(model_cols, model_rows))
     click.echo(f"\nTop {top} kernels by GPU time (real timeline time where a model has one; SM % and DRAM % "
                "weighted by it)\n" + format_table(top_cols, top_rows))
-    fix_cols, fix_rows = fix_first(warehouse)
+    fix_cols, fix_rows = tables.fix_first
     if fix_rows:
         click.echo("\nWhat to do first (estimated GPU time saved; what_to_fix_first and design_signals say how "
                    "each estimate was made)\n" + format_table(fix_cols, fix_rows))
-    note = replay_note(replay_only(warehouse))
+    note = replay_note(tables.replay_only)
     if note:
         click.echo("\n" + note)
     click.echo(f"\nWarehouse: {warehouse.root}  (duckdb {warehouse.duckdb_path} sees the same tables)")

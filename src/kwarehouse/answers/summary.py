@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from kwarehouse import views
 from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
+# What kwh summary's tables read several times, directly or through other views (kernel_time in four of
+# them and under design_signals; bottleneck_class under the top kernels' verdicts and design_signals):
+# computed once for the whole summary (views.compute_once)
+READ_OFTEN = ("kernel_time", "bottleneck_class", "design_signals")
 
-def _query(warehouse: Warehouse, name: str, params: list | dict):
-    """(column names, rows) of the query answers/sql/NAME.sql."""
-    con = warehouse.connect()
+
+def _query(warehouse: Warehouse, name: str, params: list | dict, con=None):
+    """(column names, rows) of the query answers/sql/NAME.sql, on `con` or a connection of its own."""
+    own = con is None
+    con = warehouse.connect() if own else con
     try:
         cursor = con.execute(queries.load(name), params)
         return [d[0] for d in cursor.description], cursor.fetchall()
+    finally:
+        if own:
+            con.close()
+
+
+@dataclass
+class Overview:
+    """kwh summary's tables, each (column names, rows), and the (model, gpu) pairs on replay time only."""
+    efficiency: tuple
+    per_model: tuple
+    top_kernels: tuple
+    fix_first: tuple
+    replay_only: list[tuple[str, str]]
+
+
+def overview(warehouse: Warehouse, top: int = 10, fixes: int = 5) -> Overview:
+    """Everything kwh summary prints, from one connection in which the views it reads several times are
+    computed once."""
+    con = warehouse.connect()
+    try:
+        views.compute_once(con, READ_OFTEN)
+        return Overview(_query(warehouse, "model_efficiency", {"model": None, "gpu": None, "since": None}, con),
+                        _query(warehouse, "summary_per_model", [], con),
+                        _query(warehouse, "summary_top_kernels", [top], con),
+                        _query(warehouse, "summary_fix_first", [fixes], con),
+                        _query(warehouse, "replay_only", [None, None], con)[1])
     finally:
         con.close()
 
@@ -19,17 +54,6 @@ def _query(warehouse: Warehouse, name: str, params: list | dict):
 def summary_tables(warehouse: Warehouse, top: int = 10):
     """(per-model table, top-kernels table), each as (column names, rows)."""
     return [_query(warehouse, "summary_per_model", []), _query(warehouse, "summary_top_kernels", [top])]
-
-
-def model_efficiency(warehouse: Warehouse):
-    """Model-level efficiency per model and run (views/model_efficiency.sql), as (column names, rows)."""
-    # the report's query, every filter off
-    return _query(warehouse, "model_efficiency", {"model": None, "gpu": None, "since": None})
-
-
-def fix_first(warehouse: Warehouse, top: int = 5):
-    """The fleet's first fixes by estimated time saved (what_to_fix_first), as (column names, rows)."""
-    return _query(warehouse, "summary_fix_first", [top])
 
 
 def kernel_list(warehouse: Warehouse, *, unclassified: bool = False, model: str | None = None,
