@@ -54,9 +54,11 @@ WITH run_days AS (
            k.dram_bytes, k.peak_dram_bytes_per_s, d.run_day
     FROM kernels k
     LEFT JOIN run_days d ON d.run_id = k.run_id
-), ncu_shapes AS (
-    -- one counter set per ncu run, kernel and launch shape (duration-weighted over its launches)
+), ncu_grains AS (
+    -- one counter set per ncu run and kernel, at two grains in one pass (GROUPING SETS): per launch shape,
+    -- and per kernel identity with all its shapes together (by_identity = 1); duration-weighted over its launches
     SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes,
+           GROUPING(grid_x) AS by_identity,
            max(run_day) AS run_day, count(*) AS launches, sum(duration_ns) AS ncu_time_ns,
            time_weighted(sm_pct, duration_ns) AS sm_pct,
            time_weighted(dram_pct, duration_ns) AS dram_pct,
@@ -68,7 +70,13 @@ WITH run_days AS (
            avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
            max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
     FROM ncu_launches
-    GROUP BY run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes
+    GROUP BY GROUPING SETS ((run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes),
+                            (run_id, model, gpu, kernel_id))
+), ncu_shapes AS (
+    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
+           ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
+           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
+    FROM ncu_grains WHERE by_identity = 0
 ), latest_shapes AS (
     -- per model, the most recent ncu run that profiled each shape (columns listed: Spark's QUALIFY
     -- rewrite adds a column to SELECT *)
@@ -89,20 +97,9 @@ WITH run_days AS (
     QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                             op_shapes ORDER BY run_day DESC, model, run_id) = 1
 ), ncu_identity_runs AS (
-    -- per ncu run, each kernel identity with all its shapes together
-    SELECT run_id, model, gpu, kernel_id, max(run_day) AS run_day, count(*) AS launches,
-           sum(duration_ns) AS ncu_time_ns,
-           time_weighted(sm_pct, duration_ns) AS sm_pct,
-           time_weighted(dram_pct, duration_ns) AS dram_pct,
-           time_weighted(mem_pct, duration_ns) AS mem_pct,
-           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
-           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
-           time_weighted(achieved_occupancy_pct, duration_ns) AS achieved_occupancy_pct,
-           time_weighted(tensor_pipe_pct, duration_ns) AS tensor_pipe_pct,
-           avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
-           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
-    FROM ncu_launches
-    GROUP BY run_id, model, gpu, kernel_id
+    SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct,
+           achieved_occupancy_pct, tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
+    FROM ncu_grains WHERE by_identity = 1
 ), ncu_identities AS (
     -- per model, the most recent ncu run of each kernel identity
     SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
