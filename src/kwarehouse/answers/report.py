@@ -16,10 +16,6 @@ from kwarehouse.answers import diff as diff_lib
 from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
-# Views the report reads several times, directly or through other views (kernel_time in eight sections;
-# bottleneck_class under bottleneck_share, time_weighted_kernels and design_signals; design_signals under
-# what_to_fix_first), computed once per report (views.compute_once)
-READ_OFTEN = ("kernel_time", "bottleneck_class", "design_signals")
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
 # Twenty distinct colours for the warp stall reasons (19 today): no two reasons share one.
@@ -241,7 +237,7 @@ def build(warehouse: Warehouse, filters: Filters | None = None) -> str:
     """The report's HTML text."""
     filters = filters or Filters()
     con = warehouse.connect()
-    views.compute_once(con, READ_OFTEN)
+    views.compute_once(con, views.READ_BY_MANY_ANSWERS)
     # the filters are bound parameters of sql/shared/selected_runs.sql and selected_models.sql; a query
     # binds those it names
     def q(name: str, **extra):

@@ -8,11 +8,6 @@ from kwarehouse import views
 from kwarehouse.answers import queries
 from kwarehouse.store.warehouse import Warehouse
 
-# What kwh summary's tables read several times, directly or through other views (kernel_time in four of
-# them and under design_signals; bottleneck_class under the top kernels' verdicts and design_signals):
-# computed once for the whole summary (views.compute_once)
-READ_OFTEN = ("kernel_time", "bottleneck_class", "design_signals")
-
 
 def _query(warehouse: Warehouse, name: str, params: list | dict, con=None):
     """(column names, rows) of the query answers/sql/NAME.sql, on `con` or a connection of its own."""
@@ -41,7 +36,7 @@ def overview(warehouse: Warehouse, top: int = 10, fixes: int = 5) -> Overview:
     computed once."""
     con = warehouse.connect()
     try:
-        views.compute_once(con, READ_OFTEN)
+        views.compute_once(con, views.READ_BY_MANY_ANSWERS)
         return Overview(_query(warehouse, "model_efficiency", {"model": None, "gpu": None, "since": None}, con),
                         _query(warehouse, "summary_per_model", [], con),
                         _query(warehouse, "summary_top_kernels", [top], con),

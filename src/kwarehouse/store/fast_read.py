@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 from kwarehouse.store.layout import (CATALOG_BUSY_SECONDS, CATALOG_VERSION, CHANGED_OUTSIDE,
                                     IDENTITY_FILE, PUBLISHED_FILE, PUBLISHED_KEY, canonical_root, changed_objects,
-                                    object_tags, published_problem, read_path, reader_tags, recorded_publish)
+                                    object_tags, published_problem, read_path, reader_tags, recorded_publish,
+                                    sql_string)
 
 # Every committed file: Parquet files of runs and of the daily rollups (catalog.SNAPSHOT_QUERY).
 COMMITTED_FILES_SQL = "SELECT path FROM parquet_files UNION ALL SELECT path FROM rollup_files"
@@ -69,7 +70,7 @@ def attach_published(root: Path, recorded) -> tuple[object | None, str | None]:
     recorded = recorded_publish(recorded)
     con = duckdb.connect()
     try:
-        con.execute(f"ATTACH '{str(root / PUBLISHED_FILE).replace(chr(39), chr(39) * 2)}' AS kwh_published (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(str(root / PUBLISHED_FILE))} AS kwh_published (READ_ONLY)")
         changes = changed_objects(reader_tags(recorded.get("tags")), object_tags(con, "kwh_published", macros=False))
         if not changes:
             con.execute("SET search_path = 'memory.main,kwh_published.main'")

@@ -264,7 +264,7 @@ def _keep_user_objects(warehouse, con: duckdb.DuckDBPyConnection, warnings: list
     if not old.exists() or layout.published_problem(warehouse.root, recorded, None, look_inside=True) is None:
         return
     try:
-        con.execute(f"ATTACH {_literal(old)} AS previous (READ_ONLY)")
+        con.execute(f"ATTACH {layout.sql_string(str(old))} AS previous (READ_ONLY)")
     except duckdb.Error as exc:
         if "lock" in str(exc).lower():
             raise InUse(first_line(exc, 160)) from None
@@ -334,10 +334,6 @@ def quarantine(root: Path, path: Path, copy: bool = False) -> Path:
     else:
         os.replace(path, target) if path.parent.stat().st_dev == folder.stat().st_dev else shutil.move(path, target)
     return target
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _fsync(path: Path) -> None:

@@ -30,6 +30,8 @@ from kwarehouse.store import bind, layout
 # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often older
 # than the duckdb Python package kwh runs on) opens the published file made from it
 STORAGE_VERSION = "v1.0.0"
+# the table publish adds: which catalog generation the file holds
+PUBLISHED_TABLE = "kwh_published"
 # the modules whose code decides what the template holds: a change to any makes a new one
 _WRITERS = ("store/template.py", "store/bind.py", "store/layout.py", "views/__init__.py", "schema.py")
 
@@ -123,9 +125,6 @@ def own_objects() -> set[str]:
             "bottleneck_thresholds", "gpu_peaks", PUBLISHED_TABLE}
 
 
-PUBLISHED_TABLE = "kwh_published"
-
-
 def tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
     """Comment each of kwh's tables, views and macros that lacks it with layout.OWN_TAG (see
     layout._TAGS_SQL): what a user creates again in its place has no comment, which every reader
@@ -137,9 +136,5 @@ def tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
     if untagged:
         con.execute("BEGIN TRANSACTION")
         for kind, name in untagged:
-            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {_literal(layout.OWN_TAG)}")
+            con.execute(f"COMMENT ON {kind.upper()} \"{name}\" IS {layout.sql_string(layout.OWN_TAG)}")
         con.execute("COMMIT")
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

@@ -209,6 +209,13 @@ def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
     return left
 
 
+# What the report and kwh summary read several times, directly or through other views: kernel_time (eight
+# of the report's sections, four of the summary's tables, and under design_signals), bottleneck_class
+# (under bottleneck_share, time_weighted_kernels, the kernel lists' verdicts and design_signals) and
+# design_signals (under what_to_fix_first): compute_once computes them once for such an answer.
+READ_BY_MANY_ANSWERS = ("kernel_time", "bottleneck_class", "design_signals")
+
+
 def compute_once(con, names: tuple[str, ...]) -> None:
     """For a connection that answers several questions from the same views (the report): each view of
     `names` becomes a temporary table of its rows, in creation order, so that it is computed once rather

@@ -63,8 +63,8 @@
 -- row for its library, implementation, op class and stack), the fix is that library's knob instead.
 WITH kernel_time_rows AS (
     -- kernel_time and gemm_efficiency read once each: DuckDB computes a CTE read several times once, where
-    -- each of the 5 and 4 reads of the views themselves computed them again (half of this view's CPU on the
-    -- corpus: 0.95 CPU-s against 1.9; bench/RESULTS.md)
+    -- each of the 5 and 4 reads of the views themselves computed them again (0.90 CPU-s against 1.72 on the
+    -- sample runs, 8.0 against 19.0 on a 300-run fleet; bench/RESULTS.md)
     SELECT * FROM kernel_time
 ), gemm_efficiency_rows AS (
     SELECT * FROM gemm_efficiency
