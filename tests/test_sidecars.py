@@ -56,6 +56,14 @@ def test_files_no_reader_claims_are_named_by_kind_and_never_fail(tmp_path):
         ("gpu.txt", "not a profiler export (text)"),
         ("settings.json", "not a profiler export (JSON)"),
     ]   # manifest.ncu.json and ncu_version.txt are the run's metadata, not skipped files
+    # kwh ingest names each of them, binary content included (README, What it reads)
+    from click.testing import CliRunner
+    from kwarehouse.cli import main
+    result = CliRunner().invoke(main, ["--warehouse", str(tmp_path / "wh2"), "ingest", str(folder)])
+    named = sorted(line.split(": ", 1)[0].rsplit("/", 1)[-1] for line in result.output.splitlines()
+                   if line.startswith("skipped "))
+    assert named == ["README.md", "blob.dat", "empty.log", "gpu.txt", "settings.json"], result.output
+    assert result.output.splitlines()[-1].endswith("5 other file(s) ignored, 0 failed")
 
 
 def test_forced_format_reads_a_txt_capture_but_not_the_notes_beside_it(tmp_path):

@@ -247,8 +247,7 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
         for warning in run.warnings:
             click.echo(f"Warning: {warning}", err=True)
     for path, why in report.skipped:
-        if why != "no reader for this kind of file":
-            click.echo(f"skipped {path}: {why}")
+        click.echo(f"skipped {path}: {why}")
     for line in report.fallbacks:
         click.echo(f"Note: {line}", err=True)
     _echo_empty(report)
