@@ -235,8 +235,14 @@ CREATE TABLE kernel_summaries (
     gpu                 VARCHAR NOT NULL,  -- partition
     report              VARCHAR NOT NULL,  -- cuda_gpu_kern_sum, nvtx_kern_sum, ...
     nvtx_range          VARCHAR,           -- nvtx_kern_sum: the enclosing range
-    grid_dims           VARCHAR,           -- GridXYZ where the report has it
+    grid_dims           VARCHAR,           -- GridXYZ where the report has it: "(2, 1, 1)"
     block_dims          VARCHAR,
+    grid_x              BIGINT,            -- grid_dims and block_dims as numbers (normalize/launches.py, as for launch rows)
+    grid_y              BIGINT,
+    grid_z              BIGINT,
+    block_x             BIGINT,
+    block_y             BIGINT,
+    block_z             BIGINT,
     instances           BIGINT NOT NULL,
     total_ns            DOUBLE NOT NULL,
     avg_ns              DOUBLE,

@@ -19,7 +19,7 @@ from kwarehouse import normalize, runmeta, schema
 from kwarehouse.build.report import IngestReport, RunSummary
 from kwarehouse.build.sources import Known, Source, read_one, stored_path
 from kwarehouse.errors import InputError, KwhError, display_path, internal_error
-from kwarehouse.normalize.launches import kernel_rows, merge_launches, rule_rows
+from kwarehouse.normalize.launches import kernel_rows, merge_launches, rule_rows, summary_dims
 from kwarehouse.runmeta import check_name
 from kwarehouse.store.session import IngestedFile
 
@@ -297,7 +297,7 @@ def _timeline_tables(members: list[Source], rules: normalize.KernelRules):
         tables["kernel_launches"] = normalize.normalize_timeline(frame, rules)
     summaries = [m.result.summaries for m in members if m.result.summaries is not None]
     if summaries:
-        normalized = normalize.normalize_timeline(pl.concat(summaries, how="vertical_relaxed"), rules)
+        normalized = summary_dims(normalize.normalize_timeline(pl.concat(summaries, how="vertical_relaxed"), rules))
         tables["kernel_summaries"] = normalized.select(
             [c for c in schema.tables()["kernel_summaries"].arrow.names if c not in ("run_id", "model", "gpu")])
     nvtx = [m.result.nvtx_summaries for m in members if m.result.nvtx_summaries is not None]

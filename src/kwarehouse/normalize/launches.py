@@ -79,6 +79,14 @@ def merged_launch_rows(allrows: pl.DataFrame) -> pl.DataFrame:
     return names.join(others, on="launch_id", how="full", coalesce=True).sort("launch_id")
 
 
+def summary_dims(rows: pl.DataFrame) -> pl.DataFrame:
+    """Summary rows (nsys kernel summaries) with grid_dims and block_dims kept as exported and also
+    split into grid_x ... block_z as numbers: the one split, which launch rows get from with_dims
+    (views then never parse "(2, 1, 1)" themselves)."""
+    dims = [*split_dims("grid", rows["grid_dims"]), *split_dims("block", rows["block_dims"])]
+    return rows.with_columns([d.cast(pl.Int64, strict=False) for d in dims])
+
+
 def split_dims(prefix: str, text: pl.Series) -> list[pl.Series]:
     """ "(96, 1, 1)" -> three string columns (cast later); missing dims stay null."""
     parts = text.str.extract_groups(r"^\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)$")

@@ -10,7 +10,7 @@ import duckdb
 
 from kwarehouse import views
 from kwarehouse.errors import KwhError, first_line
-from kwarehouse.store import bind, fast_read, publish
+from kwarehouse.store import bind, fast_read, migrate, publish
 
 
 def connect(warehouse) -> duckdb.DuckDBPyConnection:
@@ -27,6 +27,9 @@ def connect(warehouse) -> duckdb.DuckDBPyConnection:
     if missing:
         warehouse.warn(f"warning: {len(missing)} committed file(s) of {warehouse.root} are missing (first: "
                        f"{missing[0]}); their rows are left out of every answer: run kwh check")
+    old_layout = migrate.reader_warning(snapshot)
+    if old_layout:
+        warehouse.warn(old_layout)
     if not missing:
         published, problem = publish.open_published(warehouse, snapshot)
         if published is not None:

@@ -170,6 +170,34 @@ class WriteSession:
         if moves:
             con.execute(write_intents.delete().where(write_intents.c.path.in_(_intent_paths(moves))))
 
+    def rewrite(self, name: str, paths: list[str], upgrade) -> None:
+        """Write committed files of table `name` again with today's columns, each chunk of rows (a
+        table with today's file columns, NULL where a file lacked one) passed through `upgrade`;
+        the new files replace the old in one catalog transaction, each keeping its runs, and the old
+        ones are retired like a compaction's (kwh check --repair takes out a run whose file is lost)."""
+        if not paths:
+            return
+        txn = uuid.uuid4().hex[:12]
+        stage = self.session_dir / txn
+        spec = schema.tables()[name]
+        with self.warehouse.reading() as con:
+            runs_of: dict[str, set[str]] = {}
+            for path, run_id in con.execute(sa.select(catalog_parquet_runs.c.path, catalog_parquet_runs.c.run_id)
+                                            .where(catalog_parquet_runs.c.path.in_(paths))):
+                runs_of.setdefault(path, set()).add(run_id)
+        moves = []
+        for path in sorted(paths):
+            rows = (upgrade(chunk) for chunk in self.stager.chunks([self.warehouse.read_path(path)], spec.file_schema))
+            relative = Path(path).parent / f"{Path(path).name.split('.')[0]}-{txn}.parquet"
+            relative = self.stager.stage_chunks(stage, relative, name, rows)
+            moves.append((stage / relative, relative, name, tuple(sorted(runs_of.get(path, ())))))
+        self._place(moves)
+        with self.warehouse.engine.begin() as con:
+            self._swap_files(con, sorted(paths), moves)
+            catalog.bump_generation(con)
+        detach(self.root, sorted(paths))
+        shutil.rmtree(stage, ignore_errors=True)
+
     def compact(self) -> list[str]:
         """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
 

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from kwarehouse import schema
 from kwarehouse.errors import KwhError
 from kwarehouse.settings import DEFAULT_SETTINGS, Settings
-from kwarehouse.store import catalog, connect, folders, lock, publish, repair
+from kwarehouse.store import catalog, connect, folders, lock, migrate, publish, repair
 from kwarehouse.store.bind import Snapshot
 from kwarehouse.store.catalog import (catalog_files, catalog_info, catalog_parquet, catalog_parquet_runs,
                                       catalog_rollup_files, catalog_runs, write_intents)
@@ -377,9 +377,9 @@ class Warehouse:
             with engine.begin() as con:
                 con.execute(write_intents.insert().values(path=staging, kind="staging", created_at=catalog.now()))
             session = WriteSession(self, self.root / staging)
-            session.repairs = repairs
             self.session = session
             try:
+                session.repairs = repairs + migrate.upgrade(session)
                 yield session
             except BaseException:
                 with contextlib.suppress(Exception):

@@ -15,14 +15,9 @@
 WITH run_days AS (
     SELECT run_id, coalesce(run_date, CAST(ingested_at AS DATE)) AS run_day FROM runs
 ), summary_only AS (
-    -- nsys stats runs without launch rows count through their kernel summary (grid "(2, 1, 1)" split up)
+    -- nsys stats runs without launch rows count through their kernel summary
     SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class,
-           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 1) AS BIGINT) AS grid_x,
-           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 2) AS BIGINT) AS grid_y,
-           TRY_CAST(split_part(replace(replace(grid_dims, '(', ''), ')', ''), ', ', 3) AS BIGINT) AS grid_z,
-           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 1) AS BIGINT) AS block_x,
-           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 2) AS BIGINT) AS block_y,
-           TRY_CAST(split_part(replace(replace(block_dims, '(', ''), ')', ''), ', ', 3) AS BIGINT) AS block_z,
+           grid_x, grid_y, grid_z, block_x, block_y, block_z,
            CAST(NULL AS VARCHAR) AS op_shapes, CAST(instances AS BIGINT) AS launches, CAST(total_ns AS DOUBLE) AS gpu_time_ns
     FROM kernel_summaries
     WHERE report = 'cuda_gpu_kern_sum' AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches)
