@@ -7,14 +7,14 @@ stay real while every file is a distinct export. Baselines run on the same files
 
   polars   bare polars.read_csv of the raw pages (the floor any CSV ingest pays)
   duckdb   DuckDB read_csv of the raw pages
-  pandas   what users write today: read each details CSV, pivot metrics per kernel, write Parquet
-  pandas_both  the same script reading and writing both pages (the raw page as it is, one row per kernel)
+  pandas   the script a user writes: read each details CSV, its metric values to numbers (thousands
+           separators taken out, the rest NaN), pivot one row per kernel, write Parquet (issue 35's baseline)
+  pandas_strings  the same pivot keeping the values as strings (this bench's baseline before issue 35;
+           1.5-1.8x slower than the numeric one, so ratios against it flattered kwh)
+  pandas_both  the strings script reading and writing both pages (the raw page as it is, one row per kernel)
   duckdb_pivot DuckDB read_csv + PIVOT + COPY TO parquet of each details page, one statement per run
-  floor    the least an ingest keeping what kwh keeps must do, in tight polars: hash both pages, parse
-           both, every raw-page metric as a number in a long row (run, launch, metric, value), the
-           details page's rule rows (its metric rows repeat the raw page's), written to Parquet 16 runs
-           at a time; no units, names, launch
-           fields, identity, classes, NVTX context, rules, catalog or views (kwh does all of these)
+(The "floor" baseline is gone: a prototype keeping strictly more than it, issue 35 measured, took 0.68x its
+CPU, so it was no floor.)
 
 kwh ingests the same files twice: in one process, and with --jobs 2 (two worker processes, the
 driver commits). Ratios compare kernels per second (the pages differ in bytes per kernel). Above
@@ -170,6 +170,22 @@ n = 0
 for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
     frame = pd.read_csv(p, dtype=str)
     frame = frame[frame["Metric Name"].notna()]
+    frame["value"] = pd.to_numeric(frame["Metric Value"].str.replace(",", "", regex=False), errors="coerce")
+    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="value", aggfunc="first")
+    wide.columns = [str(c) for c in wide.columns]
+    wide.reset_index().to_parquet(out / f"{{i}}.parquet")
+    n += len(wide)
+print(n)
+{PEAK}
+"""
+PANDAS_STRINGS = f"""
+import sys, pandas as pd
+from pathlib import Path
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+n = 0
+for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
+    frame = pd.read_csv(p, dtype=str)
+    frame = frame[frame["Metric Name"].notna()]
     wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="Metric Value", aggfunc="first")
     wide.columns = [str(c) for c in wide.columns]
     wide.reset_index().to_parquet(out / f"{{i}}.parquet")
@@ -191,35 +207,6 @@ for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
     raw = pd.read_csv(p.with_name(p.name.replace(".details.csv", ".raw.csv")), dtype=str, skiprows=[1])  # row 2: units
     raw.to_parquet(out / f"{{i}}.raw.parquet")
     n += len(wide)
-print(n)
-{PEAK}
-"""
-# The floor of kwh's own work (see the docstring): a metric column of an ncu page has "__" in its name.
-FLOOR = f"""
-import sys, hashlib, polars as pl
-from pathlib import Path
-out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
-n, metrics, details = 0, [], []
-raws = sorted(Path(sys.argv[1]).glob("*/*.raw.csv"))
-for i, p in enumerate(raws):
-    raw_bytes, details_bytes = p.read_bytes(), p.with_name(p.name.replace(".raw.csv", ".details.csv")).read_bytes()
-    hashlib.sha256(raw_bytes).hexdigest(), hashlib.sha256(details_bytes).hexdigest()
-    raw = pl.read_csv(raw_bytes, infer_schema=False, skip_rows_after_header=1)   # row 2: units
-    names = [c for c in raw.columns if "__" in c]
-    metrics.append(raw.select(pl.col("ID").cast(pl.Int64), *[pl.col(c).str.replace_all(",", "", literal=True)
-                                                             .cast(pl.Float64, strict=False) for c in names])
-                   .unpivot(index="ID", variable_name="metric", value_name="value").with_columns(run=pl.lit(i)))
-    # of the details page, its rule rows' own cells (as kwh's rules table; its metric rows repeat the
-    # raw page's, whose section and label kwh also keeps and the floor does not)
-    page = pl.read_csv(details_bytes, infer_schema=False)
-    rules = (page.filter(pl.col("Rule Name").is_not_null() & (pl.col("Rule Name") != ""))
-             if "Rule Name" in page.columns else page.clear())
-    details.append(rules.select("ID", *page.columns[page.columns.index("Section Name"):]).with_columns(run=pl.lit(i)))
-    n += raw.height
-    if len(metrics) == 16 or i == len(raws) - 1:
-        pl.concat(metrics).write_parquet(out / f"metrics{{i}}.parquet")
-        pl.concat(details, how="diagonal").write_parquet(out / f"details{{i}}.parquet")
-        metrics, details = [], []
 print(n)
 {PEAK}
 """
@@ -316,7 +303,7 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
     for first in range(0, size, chunk):
         tools = ["kwh_jobs2"]
         if first < limits.baseline_max:    # the baselines' rates do not depend on the fleet's size
-            tools += [b for b in ("polars", "duckdb", "pandas", "pandas_both", "duckdb_pivot", "floor")
+            tools += [b for b in ("polars", "duckdb", "pandas", "pandas_strings", "pandas_both", "duckdb_pivot")
                       if b in limits.baselines]
         if size <= limits.one_process_max:
             tools.insert(0, "kwh")
@@ -333,9 +320,9 @@ def measure(size: int, work: Path, originals: dict[str, Path], limits: argparse.
             suffix = "" if last else f"-try{attempt}"
             steps = {"polars": (POLARS, str(fleet)), "duckdb": (DUCKDB, str(fleet)),
                      "pandas": (PANDAS, str(fleet), str(work / f"pandas{size}")),
+                     "pandas_strings": (PANDAS_STRINGS, str(fleet), str(work / f"pandas{size}")),
                      "pandas_both": (PANDAS_BOTH, str(fleet), str(work / f"pandas{size}")),
                      "duckdb_pivot": (DUCKDB_PIVOT, str(fleet), str(work / f"pandas{size}")),
-                     "floor": (FLOOR, str(fleet), str(work / f"pandas{size}")),
                      "kwh": (KWH_INGEST, str(fleet), str(work / f"wh{size}-1{suffix}"), "local", "1"),
                      "kwh_jobs2": (KWH_INGEST, str(fleet), str(work / f"wh{size}{suffix}"), "local", "2"),
                      "kwh_spark": (KWH_INGEST, str(fleet), str(work / f"wh{size}-spark{suffix}"), "spark", "2")}
@@ -527,12 +514,12 @@ def _per_kernel(row: dict, tool: str) -> float | None:
 
 
 RATIO_ROWS = (("polars", "bare polars read of the raw pages (the parse floor)", None),
-              ("pandas", "a pandas script: details page -> pivot -> Parquet per run", 0.5),
-              ("pandas_both", "the same pandas script reading and writing both pages", None),
-              ("duckdb_pivot", "DuckDB `read_csv` + `PIVOT` + `COPY TO parquet` in one statement per run", 1.0),
-              ("duckdb", "DuckDB `read_csv` count of the raw pages", None),
-              ("floor", "the floor of kwh's own work (bench/run.py FLOOR: hash, parse both pages, long numeric rows, "
-                        "Parquet; nothing else)", None))
+              ("pandas", "a pandas script: details page -> numbers -> pivot -> Parquet per run (the script a user writes)",
+               "CPU <= 1.0x; --jobs 2 wall <= 0.5x"),
+              ("pandas_strings", "the same pandas script keeping values as strings (the baseline before issue 35)", None),
+              ("pandas_both", "the strings script reading and writing both pages", None),
+              ("duckdb_pivot", "DuckDB `read_csv` + `PIVOT` + `COPY TO parquet` in one statement per run", None),
+              ("duckdb", "DuckDB `read_csv` count of the raw pages", None))
 
 
 def ratio_table(rows: list[dict]) -> str:
@@ -547,7 +534,7 @@ def ratio_table(rows: list[dict]) -> str:
         for r in sized:
             one, two, alt = _per_kernel(r, "kwh"), _per_kernel(r, "kwh_jobs2"), _per_kernel(r, tool)
             cells.append(f"{_cell(one / alt if one and alt else None, '.2f', 'x')}; {_cell(two / alt if two and alt else None, '.2f', 'x')}")
-        goal = f"<= {target:.1f}x" if target else "-"
+        goal = target or "-"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {goal} |")
     cells = []
     for r in sized:
@@ -559,16 +546,11 @@ def ratio_table(rows: list[dict]) -> str:
     for r in sized:
         kwh_cpu = r["cpu"].get("kwh", 0) / r["kwh"][0] if "kwh" in r else None
         parts = [f"{tool} {kwh_cpu / (r['cpu'][tool] / r[tool][0]):.2f}x" if kwh_cpu else f"{tool} not run"
-                 for tool in ("pandas", "duckdb_pivot") if tool in r]
+                 for tool in ("pandas", "pandas_strings", "duckdb_pivot") if tool in r]
         cells.append(", ".join(parts))
-    lines.append("| the same by CPU seconds (user + system, all threads), 1 process: kwh / pandas, kwh / DuckDB PIVOT | "
+    lines.append("| the same by CPU seconds (user + system, all threads), 1 process: kwh / pandas (numeric), "
+                 "kwh / pandas (strings), kwh / DuckDB PIVOT | "
                  + " | ".join(cells) + " | |")
-    if any("floor" in r and "pandas" in r for r in sized):
-        lines.append("| the floor itself against pandas, DuckDB PIVOT (wall; kwh does more than its floor, so a target "
-                     "below the floor's ratio cannot be met) | " + " | ".join(
-                         f"{_per_kernel(r, 'floor') / _per_kernel(r, 'pandas'):.2f}x, "
-                         f"{_per_kernel(r, 'floor') / _per_kernel(r, 'duckdb_pivot'):.2f}x"
-                         if "floor" in r and "pandas" in r and "duckdb_pivot" in r else "not run" for r in sized) + " | |")
     lines.append("| repeats (median of), load average (1 min) during the ingests | " + " | ".join(
         f"{r['repeat']}; {min(r['load']):.1f}-{max(r['load']):.1f}" for r in sized) + " | |")
     return "\n".join(lines)
@@ -609,7 +591,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every ingest (kwh and the baselines) this many times in turn and take the median "
                              "wall (fleets of one chunk)")
-    parser.add_argument("--baselines", default="polars,duckdb,pandas,pandas_both,duckdb_pivot,floor",
+    parser.add_argument("--baselines", default="polars,duckdb,pandas,pandas_strings,pandas_both,duckdb_pivot",
                         help="comma-separated baselines to run (default: all)")
     parser.add_argument("--ingest-only", action="store_true",
                         help="time the ingests and the CLI (on the warehouse as ingested), no compaction or query latency")

@@ -21,5 +21,6 @@ def test_bench_runs_at_its_smallest_size(tmp_path):
     text = (tmp_path / "r.md").read_text()
     assert "| 1 |" in text and "view roofline" in text and "query most_popular_kernels" in text
     assert "table gpu_peaks" in text
-    assert "| a pandas script: details page -> pivot -> Parquet per run | " in text and "| kwh --help | " in text
-    assert "| the floor of kwh's own work" in text and "| the floor itself against pandas, DuckDB PIVOT" in text
+    assert "| a pandas script: details page -> numbers -> pivot -> Parquet per run (the script a user writes) | " in text
+    assert "| the same pandas script keeping values as strings" in text and "| kwh --help | " in text
+    assert "kwh / pandas (numeric), kwh / pandas (strings), kwh / DuckDB PIVOT" in text
