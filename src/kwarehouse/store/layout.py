@@ -225,10 +225,31 @@ def published_problem(root: Path, recorded, generation: int | None, look_inside:
     return problem
 
 
+# Every object with its definition and comment, for writers that want both (publish's check of the file it
+# wrote): one listing of duckdb_functions() (~10 ms: it lists every built-in function) instead of three.
+_INVENTORY_SQL = ("SELECT 'view', view_name, sql, coalesce(comment, '') FROM duckdb_views() "
+                  "WHERE database_name = $1 AND NOT internal "
+                  "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR), "
+                  "coalesce(comment, '') FROM duckdb_tables() WHERE database_name = $1 AND NOT internal "
+                  "UNION ALL SELECT 'macro', function_name, array_to_string(parameters, ',') || ' AS ' || "
+                  "macro_definition, coalesce(comment, '') FROM duckdb_functions() "
+                  "WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
+
+
+def inventory(con, database: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(object_digests, object_tags) of one database of `con`, from one listing."""
+    rows = con.execute(_INVENTORY_SQL, [database]).fetchall()
+    return ({f"{kind} {name}": _digest(text) for kind, name, text, _ in rows},
+            {f"{kind} {name}": comment for kind, name, _, comment in rows})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def object_digests(con, database: str) -> dict[str, str]:
     """{"view kernels": hash of its SQL, "table gpu_peaks": ..., ...} of one database of `con`."""
-    return {f"{kind} {name}": hashlib.sha256(text.encode()).hexdigest()[:16]
-            for kind, name, text in con.execute(_OBJECTS_SQL, [database]).fetchall()}
+    return {f"{kind} {name}": _digest(text) for kind, name, text in con.execute(_OBJECTS_SQL, [database]).fetchall()}
 
 
 def object_tags(con, database: str, macros: bool = True) -> dict[str, str]:

@@ -224,24 +224,21 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                     [snapshot.generation])
         if not previous:
             _keep_user_objects(warehouse, con, warnings, recorded)
-        tag_own_objects(con)
+        # the template's and the previous file's macros carry their tags already (nothing here creates one)
+        tag_own_objects(con, macros=template is None)
         con.execute("CHECKPOINT")
     finally:
         con.close()
     # open what was written, as a user would, before it replaces anything
     check = duckdb.connect(str(fresh), read_only=True)
     try:
-        present = {r[0] for r in check.execute(
-            "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() "
-            "WHERE NOT internal UNION ALL SELECT function_name FROM duckdb_functions() "
-            "WHERE function_type = 'macro' AND NOT internal").fetchall()}
-        missing = own_objects() - present
+        database = check.execute("SELECT current_database()").fetchall()[0][0]
+        objects, tags = layout.inventory(check, database)
+        missing = own_objects() - {key.split(" ", 1)[1] for key in objects}
         if missing:
             raise KwhError(f"{warehouse.duckdb_path}: the rebuilt file lacks {', '.join(sorted(missing))}; "
                            "the committed data is safe: free space if the disk is full, then run kwh check --repair")
         check.execute("SELECT count(*) FROM runs").fetchall()
-        database = check.execute("SELECT current_database()").fetchall()[0][0]
-        objects, tags = layout.object_digests(check, database), layout.object_tags(check, database)
     finally:
         check.close()
     return views_only, objects, tags

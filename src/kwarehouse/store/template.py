@@ -125,13 +125,14 @@ def own_objects() -> set[str]:
             "bottleneck_thresholds", "gpu_peaks", PUBLISHED_TABLE}
 
 
-def tag_own_objects(con: duckdb.DuckDBPyConnection) -> None:
+def tag_own_objects(con: duckdb.DuckDBPyConnection, macros: bool = True) -> None:
     """Comment each of kwh's tables, views and macros that lacks it with layout.OWN_TAG (see
     layout._TAGS_SQL): what a user creates again in its place has no comment, which every reader
-    notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each)."""
+    notices. In one transaction: a comment costs DuckDB a commit of its own otherwise (~2 ms each).
+    macros=False: the macros are tagged already (a copy of the template), which spares listing them."""
     database = con.execute("SELECT current_database()").fetchall()[0][0]
     ours = own_objects()
-    untagged = [key.split(" ", 1) for key, tag in layout.object_tags(con, database).items()
+    untagged = [key.split(" ", 1) for key, tag in layout.object_tags(con, database, macros=macros).items()
                 if tag != layout.OWN_TAG and key.split(" ", 1)[1] in ours]
     if untagged:
         con.execute("BEGIN TRANSACTION")
