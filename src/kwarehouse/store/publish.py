@@ -209,8 +209,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                 con.execute(f"DROP TABLE {PUBLISHED_TABLE}")
             for statement in bind.view_sql(warehouse.root, snapshot):
                 con.execute(statement)
-            con.execute("DELETE FROM bottleneck_thresholds")
-            con.executemany("INSERT INTO bottleneck_thresholds VALUES (?, ?, ?)", views.thresholds(warehouse.root))
+            views.fill_thresholds(con, warehouse.root)
         else:
             for statement in bind.view_sql(warehouse.root, snapshot):
                 con.execute(statement)
