@@ -216,3 +216,34 @@ def test_warehouse_duckdb_works_from_any_directory(ingested_read_only, tmp_path)
               "print(con.execute('select count(*) from kernels').fetchall()[0][0])" % ingested_read_only.duckdb_path)
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert int(out.stdout) == rows(ingested_read_only, "SELECT count(*) FROM kernels")[0][0]
+
+
+def test_an_ingest_never_imports_pandas(tmp_path):
+    """pyarrow imports pandas, where it is installed, the first time it is handed a Python list (to ask
+    whether it is a pandas object): ~0.2 CPU-s of a one-file ingest spent on a package kwh never uses.
+    The runs row is built through polars (build.run.one_row), the same row as pyarrow's from_pylist."""
+    pytest.importorskip("pandas")
+    script = ("import sys; from pathlib import Path; from kwarehouse.jobs import ingest; "
+              "from kwarehouse.store.warehouse import Warehouse; "
+              f"report = ingest.ingest([Path({str(DATA / 'torch-trace-gpt2')!r}), Path({str(DATA / 'ncu-gpt2-h100')!r}), "
+              f"Path({str(DATA / 'ncu-custom-cupy-h100')!r})], Warehouse(Path({str(tmp_path / 'wh')!r}))); "
+              "assert len(report.runs) == 3 and not report.failed, report; print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+
+
+def test_the_runs_row_is_pyarrows_own():
+    import datetime
+
+    import pyarrow as pa
+
+    from kwarehouse import schema
+    from kwarehouse.build.run import one_row
+    spec = schema.tables()["runs"].arrow
+    record = {f.name: None for f in spec} | {
+        "run_id": "r", "model": "m", "gpu": "g", "tool": "ncu", "source_dir": "d", "source_files": ["a", "b"],
+        "source_sha256": ["x", "y"], "kernel_count": 3, "batch": 2 ** 62, "run_date": datetime.date(2026, 11, 27),
+        "ingested_at": datetime.datetime(2026, 11, 27, 5, 4, 3, 456789), "manifest_json": '{"model": "m"}'}
+    for tags in ([("framework", "torch"), ("k", "v")], [], None):
+        assert one_row(record | {"tags": tags}, spec).equals(pa.Table.from_pylist([record | {"tags": tags}], schema=spec))

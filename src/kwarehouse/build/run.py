@@ -218,7 +218,7 @@ def run_record(run_id: str, members: list[Source], existing: dict[str, pa.Table]
         "source_sha256": [s for _, s in files], "kernel_count": count,
         "ingested_at": (existing_run or {}).get("ingested_at") or datetime.now(UTC).replace(tzinfo=None),
     }
-    tables = {"runs": pa.Table.from_pylist([runs], schema=schema.tables()["runs"].arrow)}
+    tables = {"runs": one_row(runs, schema.tables()["runs"].arrow)}
     new_files = [IngestedFile(m.sha256, stored_path(m.result.path), m.result.format, m.size) for m in members]
     notes = []
     if model_option and meta.fields.get("model") and model_option != meta.fields["model"]:
@@ -231,6 +231,30 @@ def run_record(run_id: str, members: list[Source], existing: dict[str, pa.Table]
                     RunSummary(run_id, model, gpu, count, [display_path(m.result.path) for m in members],
                                new=not existing, notes=notes,
                                warnings=[w for m in members for w in m.result.warnings]))
+
+
+def one_row(record: dict, table_schema: pa.Schema) -> pa.Table:
+    """A one-row Arrow table of `record`, built through polars: pyarrow, given Python lists
+    (pa.Table.from_pylist, pa.array), imports pandas where it is installed to ask whether they are
+    pandas objects, ~0.2 CPU-s of every ingest process for a package kwh never uses. A map column
+    (runs.tags: a list of (key, value) pairs) is made from its pairs' arrays."""
+    plain = pa.schema([f for f in table_schema if not pa.types.is_map(f.type)])
+    dtypes = pl.from_arrow(pa.Table.from_arrays([pa.nulls(0, f.type) for f in plain], schema=plain)).schema
+    frame = pl.DataFrame({name: [record[name]] for name in plain.names}, schema=dtypes).to_arrow()
+    columns = []
+    for field in table_schema:
+        if pa.types.is_map(field.type) and record[field.name] is None:
+            columns.append(pa.nulls(1, field.type))
+        elif pa.types.is_map(field.type):
+            pair = pa.struct([("key", field.type.key_type), ("value", field.type.item_type)])
+            pairs = pl.Series([[{"key": k, "value": v} for k, v in record[field.name]]],
+                              dtype=pl.List(pl.Struct({"key": pl.String, "value": pl.String}))).to_arrow()
+            pairs = pairs.cast(pa.list_(pair))
+            columns.append(pa.MapArray.from_arrays(pairs.offsets, pairs.values.field("key"),
+                                                   pairs.values.field("value")).cast(field.type))
+        else:
+            columns.append(frame[field.name].cast(field.type))
+    return pa.Table.from_arrays(columns, schema=table_schema)
 
 
 UNKNOWN_GPU = "unknown"
