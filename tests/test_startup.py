@@ -60,6 +60,7 @@ def test_ingest_of_one_file_loads_no_pandas_spark_or_mcp(export, tmp_path):
     assert done.returncode == 0 and "ingested 1 run(s)" in done.stdout, done.stdout + done.stderr[-2000:]
     names = {name.split(".")[0] for name in modules}
     assert "pyarrow" in names and not names & set(NOT_FOR_INGEST), names & set(NOT_FOR_INGEST)
+    assert "kwarehouse.collect.command" not in modules    # kwh profile's command: --tag is collect/tags.py
 
 
 def test_help_loads_none_of_what_ingest_leaves_out():

@@ -244,7 +244,7 @@ def ingest(warehouse: Warehouse, sources, format_, model, tags, gpu, jobs, engin
       kwh ingest --engine spark --spark-master spark://head:7077 /shared/fleet/
     """
     from kwarehouse.build import discover
-    from kwarehouse.collect.command import parse_tags
+    from kwarehouse.collect.tags import parse_tags
     from kwarehouse.jobs import ingest as ingest_job
     tag_map = parse_tags(tags)
     if gpu is not None:
