@@ -53,6 +53,7 @@ def tables() -> dict[str, TableSchema]:
     columns: dict[str, list[tuple[str, str, bool]]] = {}
     for table, column, data_type, nullable in con.execute(
             "SELECT table_name, column_name, data_type, is_nullable = 'YES' FROM information_schema.columns "
+            "WHERE table_name IN (SELECT table_name FROM duckdb_tables()) "
             "ORDER BY table_name, ordinal_position").fetchall():
         columns.setdefault(table, []).append((column, data_type, nullable))
     order = {n: i for i, n in enumerate(("runs", "kernels", "metrics", "rules"))}

@@ -114,8 +114,8 @@ def demangle(name: str) -> str:
     anything else, a name the demangler rejects, or one over MAX_IDENTITY_CHARS comes back unchanged."""
     if not name.startswith("_Z") or len(name) > MAX_IDENTITY_CHARS:
         return name
-    # imported at the first mangled name: loading the C++ runtime costs 0.02 CPU-s, and PyTorch traces,
-    # most nsys exports and ncu's default pages carry none
+    # imported at the first mangled name: loading the C++ runtime costs 0.02 CPU-s, and a PyTorch trace
+    # carries none
     import cxxfilt
     try:
         return cxxfilt.demangle(name, external_only=False)
