@@ -1,6 +1,7 @@
-"""CLI start-up: kwh --help loads no data library, and kwh sql / kwh query on a warehouse whose
-warehouse.duckdb is current answer through fast_read (no SQLAlchemy, polars or pyarrow). Import
-lists, not timings: bench/ measures the time."""
+"""CLI start-up: kwh --help loads no data library, kwh sql / kwh query on a warehouse whose
+warehouse.duckdb is current answer through fast_read (no SQLAlchemy, polars or pyarrow), and kwh ingest
+of one file loads no pandas, Spark or MCP SDK and freezes what it loads. Import lists, not timings:
+bench/ measures the time (bench/timelines.py --fixed-cost for a one-file ingest)."""
 
 from __future__ import annotations
 
