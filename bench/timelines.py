@@ -19,10 +19,21 @@ NVTX rows repeated N times, shifted likewise) is added; with --stats-copies N, a
 (the first stats file with a cuda_gpu_trace block, that block's rows repeated N times with their Start
 shifted). Derived files live in a temporary folder only.
 
+With --fixed-cost (issue 35 item 4), each trace and nsys export is instead ingested by a whole
+`kwh ingest` process into a fresh warehouse, against a whole floor process (this file run with
+--floor-process: the floor's reading above plus pyarrow.parquet.write_table of its tables, with
+only its own imports: json or sqlite3, and pyarrow) and, for traces with --hta-python PYTHON,
+HolisticTraceAnalysis's TraceAnalysis of the trace run by that Python (HTA in its own environment).
+Paired rounds (kwh, floor, HTA, kwh, ...) after one warm-up each; CPU is the child's user + system
+time (getrusage), median and range. The kwh child runs with bytecode caching on, as an installed kwh
+does (a PYTHONDONTWRITEBYTECODE checkout compiles kwh's ~60 modules in every process: ~0.05 s).
+
     .venv/bin/python bench/timelines.py                       # tests/data traces and nsys exports
     .venv/bin/python bench/timelines.py /tmp/corpus/a/*/trace.json ../shared/public-samples/*.sqlite \\
         --big-trace 500 --nsys-copies 2000
     .venv/bin/python bench/timelines.py --stats      # also tests/data's nsys stats CSV files
+    .venv/bin/python bench/timelines.py --fixed-cost /tmp/c/gpt2_train/trace.json tests/data/nsys-sqlite-*/*.sqlite \\
+        --hta-python /tmp/hta-venv/bin/python        # whole processes: kwh ingest against floor and HTA
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import resource
 import shutil
@@ -42,12 +54,14 @@ import statistics
 import time
 from pathlib import Path
 
-import msgspec
-import polars as pl
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
-from kwarehouse import ingest
-from kwarehouse.ingest.nsys_sqlite import connect_read_only
+if TYPE_CHECKING:
+    import polars as pl
+# msgspec, polars and kwarehouse are imported where used: the --floor-process child imports only what
+# a user's script would (json or sqlite3, and pyarrow).
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INPUTS = sorted(ROOT.glob("tests/data/torch-trace-*/trace.json")) + sorted(
@@ -83,11 +97,12 @@ def floor_json(path: Path) -> pa.Table:
 
 
 def floor_msgspec(path: Path) -> pa.Table:
+    import msgspec
     return gpu_table(msgspec.json.decode(path.read_bytes()))
 
 
 def floor_nsys(path: Path) -> list[pa.Table]:
-    con = connect_read_only(path)
+    con = sqlite3.connect(path.absolute().as_uri() + "?mode=ro&immutable=1", uri=True)  # as kwh opens it
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         queries = ["SELECT k.*, d.value AS demangled, s.value AS short FROM CUPTI_ACTIVITY_KIND_KERNEL k "
@@ -127,6 +142,7 @@ def floor_stats(path: Path) -> list[pa.Table]:
 
 def floor_polars(path: Path) -> pl.DataFrame | None:
     """polars.read_csv of a stats CSV file, or None where polars cannot read it (several reports)."""
+    import polars as pl
     try:
         return pl.read_csv(path)
     except Exception:   # noqa: BLE001 - a capture of several report blocks is no single CSV table
@@ -134,6 +150,7 @@ def floor_polars(path: Path) -> pl.DataFrame | None:
 
 
 def kwh(path: Path):
+    from kwarehouse import ingest
     reader = ingest.sniff(path)
     return ingest.read_with(reader, path)
 
@@ -233,6 +250,76 @@ def in_child(kind: str, path: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def floor_process(path: Path, out: Path) -> None:
+    """The floor as a user's script runs it, in this (fresh) process: read, then write Parquet."""
+    import pyarrow.parquet as pq
+    tables = [floor_json(path)] if path.suffix == ".json" else floor_nsys(path)
+    for number, table in enumerate(tables):
+        pq.write_table(table, out / f"{number}.parquet")
+
+
+HTA_SCRIPT = "import sys; from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])"
+
+
+def child_cpu(command: list[str], env: dict | None = None) -> tuple[float, float]:
+    """CPU seconds (user + system) and wall seconds of one child process, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def fixed_cost(paths: list[Path], repeat: int, hta_python: str | None, folder: Path) -> list[dict]:
+    """Whole processes per file (see the module's --fixed-cost): {contender: [(cpu, wall), ...]} rows."""
+    kwh_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    rows = []
+    for number, path in enumerate(paths):
+        contenders = {}
+        fresh = iter(range(10 ** 6))
+        contenders["kwh"] = lambda: child_cpu(
+            [sys.executable, "-m", "kwarehouse", "-w", str(folder / f"wh-{number}-{next(fresh)}"), "ingest",
+             str(path)], kwh_env)
+        out = folder / f"floor-{number}"
+        out.mkdir()
+        contenders["floor"] = lambda: child_cpu([sys.executable, __file__, "--floor-process", str(path), str(out)])
+        if hta_python and path.suffix == ".json":
+            trace_dir = folder / f"hta-{number}"
+            trace_dir.mkdir()
+            shutil.copyfile(path, trace_dir / path.name)
+            contenders["HTA"] = lambda: child_cpu([hta_python, "-c", HTA_SCRIPT, str(trace_dir)])
+        for run in contenders.values():
+            run()                                     # warm-up: page cache, kwh's bytecode
+        found = {name: [] for name in contenders}
+        for _ in range(repeat):
+            for name, run in contenders.items():
+                found[name].append(run())
+        rows.append({"file": str(path), "MB": path.stat().st_size / 1e6, **found})
+    return rows
+
+
+def print_fixed_cost(rows: list[dict], repeat: int) -> None:
+    def cell(samples):
+        cpus = sorted(cpu for cpu, _ in samples)
+        return f"{statistics.median(cpus):.3f} ({cpus[0]:.3f}-{cpus[-1]:.3f})"
+
+    def ratio(row, other):
+        if other not in row:
+            return "-"
+        return f"{statistics.median(c for c, _ in row['kwh']) / statistics.median(c for c, _ in row[other]):.2f}"
+    print(f"whole processes, median (range) of {repeat} paired rounds, CPU seconds (user + system); "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("| file | MB | kwh ingest CPU s | floor CPU s | HTA CPU s | kwh / floor | kwh / HTA | kwh wall s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        wall = statistics.median(w for _, w in row["kwh"])
+        print(f"| {row['file']} | {row['MB']:.2f} | {cell(row['kwh'])} | {cell(row['floor'])} | "
+              f"{cell(row['HTA']) if 'HTA' in row else '-'} | {ratio(row, 'floor')} | {ratio(row, 'HTA')} | {wall:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -242,12 +329,25 @@ def main() -> None:
     parser.add_argument("--stats-copies", type=int, metavar="N",
                         help="also a derived nsys stats capture, its GPU trace rows N times")
     parser.add_argument("--nsys-copies", type=int, metavar="N", help="also a derived nsys export, N times the first")
+    parser.add_argument("--fixed-cost", action="store_true",
+                        help="whole processes: kwh ingest of each trace / nsys export against the floor's")
+    parser.add_argument("--hta-python", metavar="PYTHON",
+                        help="with --fixed-cost: a Python with HolisticTraceAnalysis installed, for traces")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-process", nargs=2, type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
         child(options.child[0], Path(options.child[1]))
         return
+    if options.floor_process:
+        floor_process(*options.floor_process)
+        return
     paths = (options.files or DEFAULT_INPUTS) + (STATS_INPUTS if options.stats else [])
+    if options.fixed_cost:
+        with tempfile.TemporaryDirectory(prefix="kwh-bench-fixed-") as folder:
+            chosen = [p for p in paths if p.suffix in (".json", ".sqlite")]
+            print_fixed_cost(fixed_cost(chosen, options.repeat, options.hta_python, Path(folder)), options.repeat)
+        return
     with tempfile.TemporaryDirectory(prefix="kwh-bench-timelines-") as folder:
         sqlites = [p for p in paths if p.suffix == ".sqlite"]
         if options.nsys_copies and sqlites:

@@ -1,6 +1,7 @@
-"""CLI start-up: kwh --help loads no data library, and kwh sql / kwh query on a warehouse whose
-warehouse.duckdb is current answer through fast_read (no SQLAlchemy, polars or pyarrow). Import
-lists, not timings: bench/ measures the time."""
+"""CLI start-up: kwh --help loads no data library, kwh sql / kwh query on a warehouse whose
+warehouse.duckdb is current answer through fast_read (no SQLAlchemy, polars or pyarrow), and kwh ingest
+of one file loads no pandas, Spark or MCP SDK and freezes what it loads. Import lists, not timings:
+bench/ measures the time (bench/timelines.py --fixed-cost for a one-file ingest)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,41 @@ def test_help_loads_no_data_library():
         names, done = imported("--help", module=module)
         assert done.returncode == 0 and "Commands:" in done.stdout, done.stderr[-2000:]
         assert not names & set(HEAVY), (module, names & set(HEAVY))
+
+
+def loaded(*args: str) -> tuple[set[str], int, subprocess.CompletedProcess]:
+    """The modules in sys.modules when `kwh ARGS` exits (full dotted names), how many objects the
+    garbage collector no longer scans then (gc.freeze), and the process. (An import tried and refused,
+    as cli.py's pandas probe is, shows in -X importtime but not here.)"""
+    script = ("import atexit, gc, runpy, sys\n"
+              "atexit.register(lambda: print('MODULES:', *sorted(sys.modules), gc.get_freeze_count(), file=sys.stderr))\n"
+              f"sys.argv = ['kwh', *{list(args)!r}]\n"
+              "runpy.run_module('kwarehouse', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    *modules, frozen = done.stderr.rpartition("MODULES: ")[2].split()
+    return set(modules), int(frozen), done
+
+
+# What no ingest of one file needs: pandas (pyarrow would import it to probe Python lists: cli.py keeps
+# it from doing so), Spark and its SQL translator, the MCP SDK, the HTTP stack. And what no command
+# needs that lists no subcommand's help: a test runner's, a notebook's.
+NOT_FOR_INGEST = ("pandas", "pyspark", "sqlglot", "mcp", "httpx", "rich", "tqdm", "IPython", "pytest")
+
+
+@pytest.mark.parametrize("export", ["torch-trace-gpt2/trace.json", "nsys-sqlite-rtx3090/report1.sqlite"])
+def test_ingest_of_one_file_loads_no_pandas_spark_or_mcp_and_freezes_what_it_loads(export, tmp_path):
+    modules, frozen, done = loaded("-w", str(tmp_path / "wh"), "ingest", str(DATA / export))
+    assert done.returncode == 0 and "ingested 1 run(s)" in done.stdout, done.stdout + done.stderr[-2000:]
+    names = {name.split(".")[0] for name in modules}
+    assert "pyarrow" in names and not names & set(NOT_FOR_INGEST), names & set(NOT_FOR_INGEST)
+    assert "kwarehouse.collect.command" not in modules    # kwh profile's command: --tag is collect/tags.py
+    # the libraries' objects, imported once, are out of the garbage collector's reach (cli._long_lived_imports)
+    assert frozen > 10_000, frozen
+
+
+def test_help_loads_none_of_what_ingest_leaves_out():
+    names, done = imported("--help")
+    assert done.returncode == 0 and not names & set(NOT_FOR_INGEST), names & set(NOT_FOR_INGEST)
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,18 @@ def test_the_timelines_bench_runs_at_its_smallest_size(tmp_path, capsys, monkeyp
     assert "| torch-trace |" in out and "derived-x2.sqlite | nsys-sqlite |" in out
 
 
+def test_the_fixed_cost_bench_compares_whole_processes(tmp_path, capsys, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "bench_timelines", Path(__file__).resolve().parents[1] / "bench" / "timelines.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(sys, "argv", ["timelines.py", "--fixed-cost", "--repeat", "1", str(TRACES[0])])
+    bench.main()
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {TRACES[0]} |"))
+    kwh_cpu, floor_cpu, hta, ratio = (cell.strip() for cell in row.split("|")[3:7])
+    assert float(kwh_cpu.split()[0]) > 0 and float(floor_cpu.split()[0]) > 0 and hta == "-" and float(ratio) > 0
+
+
 STATS_CAPTURES = sorted(DATA.glob("nsys-stats-*/*.csv"))
 
 

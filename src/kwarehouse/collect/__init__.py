@@ -7,6 +7,7 @@ the pages kwh reads, write the run's manifest, and optionally ingest it.
   environment.py      GPU, driver, CUDA, clocks and versions for the manifest
   profiling.py        the plan (every command, printable with --dry-run) and its execution
   command.py          the click command (needs only click and the standard library)
+  tags.py             --tag KEY=VALUE, shared with kwh ingest
   torch_discovery.py  runs a Python command under the PyTorch profiler (executed by the workload's python)
 
 Everything here but --ingest runs with the standard library (and click for the command), so a GPU

@@ -11,18 +11,8 @@ from pathlib import Path
 import click
 
 from kwarehouse.collect import discovery, presets, profiling as profile_lib
+from kwarehouse.collect.tags import parse_tags
 from kwarehouse.errors import KwhError
-
-
-def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
-    """--tag key=value options as a dict (kwh ingest uses it too; this module needs only click)."""
-    tags = {}
-    for value in values:
-        key, sep, val = value.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{value!r} is not key=value", param_hint="--tag")
-        tags[key.strip()] = val
-    return tags
 
 
 class LaunchCount(click.ParamType):

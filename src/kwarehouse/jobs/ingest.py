@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -20,10 +21,12 @@ from kwarehouse.build.isolate import isolated, one_line
 from kwarehouse.build.report import IngestReport, RunSummary, extend
 from kwarehouse.build.sources import Known, Source
 from kwarehouse.errors import InputError, KwhError
-from kwarehouse.jobs import fanout
 from kwarehouse.runmeta import RunMetadata, check_name
 from kwarehouse.store.session import WriteSession
 from kwarehouse.store.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from kwarehouse.jobs import fanout
 
 
 def ingest(sources: Iterable[Path] | Found, warehouse: Warehouse, *, format: str | None = None,
@@ -241,6 +244,7 @@ def ingest_fanned_out(batches: list[list[tuple[Path, bool]]], warehouse: Warehou
                       report: IngestReport | None = None) -> IngestReport:
     """ingest with the folders prepared by `fan_out` (kwarehouse.jobs.fanout: the workers) and committed
     here, by the driver, under its writer lock."""
+    from kwarehouse.jobs import fanout   # (multiprocessing, the workers' side: --jobs and --engine spark only)
     report = report or IngestReport()
     if not batches:
         if warehouse.has_leftovers():     # nothing to read, but a crashed writer's work to undo

@@ -48,8 +48,6 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
-import cxxfilt
-
 # `(?<!\w)`: a run of `_GLOBAL__N_` repeats is tried once, not once per repeat (quadratic).
 ANONYMOUS_NAMESPACE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|(?<!\w)_GLOBAL__N_\w*::")
 LAMBDA = re.compile(
@@ -116,6 +114,9 @@ def demangle(name: str) -> str:
     anything else, a name the demangler rejects, or one over MAX_IDENTITY_CHARS comes back unchanged."""
     if not name.startswith("_Z") or len(name) > MAX_IDENTITY_CHARS:
         return name
+    # imported at the first mangled name: loading the C++ runtime costs 0.02 CPU-s, and a PyTorch trace
+    # carries none
+    import cxxfilt
     try:
         return cxxfilt.demangle(name, external_only=False)
     except cxxfilt.InvalidName:
