@@ -40,8 +40,7 @@ def test_help_loads_no_data_library():
 
 def loaded(*args: str) -> tuple[set[str], int, subprocess.CompletedProcess]:
     """The modules in sys.modules when `kwh ARGS` exits (full dotted names), how many objects the
-    garbage collector no longer scans then (gc.freeze), and the process. (An import tried and refused,
-    as cli.py's pandas probe is, shows in -X importtime but not here.)"""
+    garbage collector no longer scans then (gc.freeze), and the process."""
     script = ("import atexit, gc, runpy, sys\n"
               "atexit.register(lambda: print('MODULES:', *sorted(sys.modules), gc.get_freeze_count(), file=sys.stderr))\n"
               f"sys.argv = ['kwh', *{list(args)!r}]\n"
@@ -51,8 +50,8 @@ def loaded(*args: str) -> tuple[set[str], int, subprocess.CompletedProcess]:
     return set(modules), int(frozen), done
 
 
-# What no ingest of one file needs: pandas (pyarrow would import it to probe Python lists: cli.py keeps
-# it from doing so), Spark and its SQL translator, the MCP SDK, the HTTP stack. And what no command
+# What no ingest of one file needs: pandas (pyarrow imports it the first time it is handed a Python list,
+# to ask whether it is a pandas object: the ingest path hands it none, see build.run.one_row), Spark and its SQL translator, the MCP SDK, the HTTP stack. And what no command
 # needs that lists no subcommand's help: a test runner's, a notebook's.
 NOT_FOR_INGEST = ("pandas", "pyspark", "sqlglot", "mcp", "httpx", "rich", "tqdm", "IPython", "pytest")
 

@@ -134,7 +134,6 @@ class WarehouseArgs:
         if self._warehouse is None:
             with _long_lived_imports():
                 from kwarehouse.store.warehouse import Warehouse
-            _arrow_without_pandas()
             self._warehouse = Warehouse(self.root, self.catalog_url, wait=self.wait, warn=say_warning)
         return self._warehouse
 
@@ -163,34 +162,6 @@ def _long_lived_imports():
             gc.freeze()
         if enabled:
             gc.enable()
-
-
-def _arrow_without_pandas() -> None:
-    """Keep pyarrow from importing pandas, which kwh never uses: pyarrow imports it (0.15 CPU-s, an
-    eighth of a one-file ingest) the first time it converts a Python list, only to ask whether the
-    list is a pandas object. Its first probe here finds no pandas, and pyarrow remembers that answer
-    for its probes; asked for pandas itself (Table.to_pandas) it still imports it. Called before the
-    command starts any thread: while it runs, `import pandas` fails in the whole process."""
-    if "pandas" in sys.modules:
-        return
-    import pyarrow as pa
-    sys.meta_path.insert(0, _NO_PANDAS)
-    try:
-        pa.array([0])
-    finally:
-        sys.meta_path.remove(_NO_PANDAS)
-
-
-class _NoPandas:
-    """A module finder for which pandas is not installed (_arrow_without_pandas)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("pandas is hidden from pyarrow's first probe", name=name)
-        return None
-
-
-_NO_PANDAS = _NoPandas()
 
 
 def pass_warehouse(command):
