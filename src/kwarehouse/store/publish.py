@@ -218,6 +218,7 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
         # on a large warehouse, the heavy views are computed here once, not by every query (views.MATERIALIZED)
         views_only = _launch_rows(con) < warehouse.settings.materialize_min_rows
         if not views_only:
+            views.plan_quickly(con)
             views.materialize(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
