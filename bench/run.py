@@ -162,7 +162,17 @@ for p in sorted(Path(sys.argv[1]).glob("*/*.raw.csv")):
 print(n)
 {PEAK}
 """
-PANDAS = f"""
+def pandas_script(numbers: bool, both_pages: bool = False) -> str:
+    """The pandas baselines, each a whole script as a user writes it: every details page pivoted to one
+    row per kernel (its values as numbers, thousands separators taken out, or kept as strings) and
+    written to Parquet; both_pages also writes the raw page as it is."""
+    values = "value" if numbers else "Metric Value"
+    to_numbers = ('    frame["value"] = pd.to_numeric(frame["Metric Value"].str.replace(",", "", regex=False), '
+                  'errors="coerce")\n') if numbers else ""
+    suffix = ".details" if both_pages else ""
+    raw = ('    raw = pd.read_csv(p.with_name(p.name.replace(".details.csv", ".raw.csv")), dtype=str, skiprows=[1])'
+           '  # row 2: units\n    raw.to_parquet(out / f"{i}.raw.parquet")\n') if both_pages else ""
+    return f"""
 import sys, pandas as pd
 from pathlib import Path
 out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
@@ -170,46 +180,16 @@ n = 0
 for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
     frame = pd.read_csv(p, dtype=str)
     frame = frame[frame["Metric Name"].notna()]
-    frame["value"] = pd.to_numeric(frame["Metric Value"].str.replace(",", "", regex=False), errors="coerce")
-    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="value", aggfunc="first")
+{to_numbers}    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="{values}", aggfunc="first")
     wide.columns = [str(c) for c in wide.columns]
-    wide.reset_index().to_parquet(out / f"{{i}}.parquet")
-    n += len(wide)
+    wide.reset_index().to_parquet(out / f"{{i}}{suffix}.parquet")
+{raw}    n += len(wide)
 print(n)
 {PEAK}
 """
-PANDAS_STRINGS = f"""
-import sys, pandas as pd
-from pathlib import Path
-out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
-n = 0
-for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
-    frame = pd.read_csv(p, dtype=str)
-    frame = frame[frame["Metric Name"].notna()]
-    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="Metric Value", aggfunc="first")
-    wide.columns = [str(c) for c in wide.columns]
-    wide.reset_index().to_parquet(out / f"{{i}}.parquet")
-    n += len(wide)
-print(n)
-{PEAK}
-"""
-PANDAS_BOTH = f"""
-import sys, pandas as pd
-from pathlib import Path
-out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
-n = 0
-for i, p in enumerate(sorted(Path(sys.argv[1]).glob("*/*.details.csv"))):
-    frame = pd.read_csv(p, dtype=str)
-    frame = frame[frame["Metric Name"].notna()]
-    wide = frame.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="Metric Value", aggfunc="first")
-    wide.columns = [str(c) for c in wide.columns]
-    wide.reset_index().to_parquet(out / f"{{i}}.details.parquet")
-    raw = pd.read_csv(p.with_name(p.name.replace(".details.csv", ".raw.csv")), dtype=str, skiprows=[1])  # row 2: units
-    raw.to_parquet(out / f"{{i}}.raw.parquet")
-    n += len(wide)
-print(n)
-{PEAK}
-"""
+
+
+PANDAS, PANDAS_STRINGS, PANDAS_BOTH = pandas_script(True), pandas_script(False), pandas_script(False, both_pages=True)
 # DuckDB's dialect sniffer gives up on ncu pages (NVTX cells span lines): the dialect is given, and
 # null_padding makes its reader accept the quoted newlines (checked: the same rows and values as polars)
 DUCKDB_PIVOT = f"""
