@@ -24,7 +24,7 @@ LAYERS = {
     "store": 3,
     "ingest": 4, "views": 4,
     "normalize": 5, "schema": 5, "runmeta": 5,
-    "settings": 6, "errors": 6,
+    "settings": 6, "errors": 6, "cache": 6,
 }
 
 KNOWN: dict[tuple, str] = {}

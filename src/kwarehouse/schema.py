@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
-from dataclasses import dataclass
+import hashlib
+import json
 import re
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from kwarehouse import cache
 from kwarehouse.errors import SchemaError
 
 if TYPE_CHECKING:
@@ -45,7 +50,57 @@ def schema_sql() -> str:
 
 @functools.cache
 def tables() -> dict[str, TableSchema]:
-    """Every table of schema.sql, by name, typed by DuckDB itself so the DDL is the only definition."""
+    """Every table of schema.sql, by name, typed by DuckDB itself so the DDL is the only definition.
+    Typing them costs a process ~50 ms of DuckDB (its own connection, the DDL, a query per table), so the
+    answer is kept in the cache folder (kwarehouse.cache) under a key of schema.sql, this module and the
+    DuckDB and pyarrow versions, and read back from there (~2 ms) where it is intact."""
+    key = _cache_key()
+    cached = _read_cached(key)
+    if cached is not None:
+        return cached
+    result = _typed_by_duckdb()
+    with contextlib.suppress(OSError):
+        cache.write(cache.folder() / f"schema-{key}.json", _serialized(result, key))
+    return result
+
+
+def _cache_key() -> str:
+    from importlib import metadata
+    digest = hashlib.sha256(schema_sql().encode())
+    digest.update(resources.files("kwarehouse").joinpath("schema.py").read_bytes())
+    for package in ("duckdb", "pyarrow"):
+        digest.update(f"\0{package} {metadata.version(package)}".encode())
+    return digest.hexdigest()[:24]
+
+
+def _serialized(result: dict[str, TableSchema], key: str) -> bytes:
+    return json.dumps({"key": key, "tables": [
+        {"name": t.name, "arrow": base64.b64encode(t.arrow.serialize().to_pybytes()).decode(),
+         "not_null": sorted(t.not_null), "sql_types": [list(c) for c in t.sql_types]}
+        for t in result.values()]}).encode()
+
+
+def _read_cached(key: str) -> dict[str, TableSchema] | None:
+    """The tables kept under `key`, or None where there are none, or they cannot be read whole."""
+    import pyarrow as pa
+    try:
+        kept = json.loads((cache.folder() / f"schema-{key}.json").read_bytes())
+        if kept["key"] != key:
+            return None
+        result = {t["name"]: TableSchema(t["name"], pa.ipc.read_schema(pa.py_buffer(base64.b64decode(t["arrow"]))),
+                                         frozenset(t["not_null"]), tuple(tuple(c) for c in t["sql_types"]))
+                  for t in kept["tables"]}
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        return None
+    return result if tuple(result) == _ordered(table_names()) else None
+
+
+def _ordered(names) -> tuple[str, ...]:
+    order = {n: i for i, n in enumerate(("runs", "kernels", "metrics", "rules"))}
+    return tuple(sorted(names, key=lambda n: (order.get(n, 99), n)))
+
+
+def _typed_by_duckdb() -> dict[str, TableSchema]:
     import duckdb
     con = duckdb.connect()
     con.execute(schema_sql())
@@ -56,9 +111,8 @@ def tables() -> dict[str, TableSchema]:
             "WHERE table_name IN (SELECT table_name FROM duckdb_tables()) "
             "ORDER BY table_name, ordinal_position").fetchall():
         columns.setdefault(table, []).append((column, data_type, nullable))
-    order = {n: i for i, n in enumerate(("runs", "kernels", "metrics", "rules"))}
     result = {}
-    for name in sorted(columns, key=lambda n: (order.get(n, 99), n)):
+    for name in _ordered(columns):
         arrow = con.sql(f'SELECT * FROM "{name}" LIMIT 0').to_arrow_table().schema
         result[name] = TableSchema(name, arrow.remove_metadata(),
                                    frozenset(c for c, _, nullable in columns[name] if not nullable),

@@ -15,15 +15,13 @@ from __future__ import annotations
 import atexit
 import functools
 import hashlib
-import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 
 import duckdb
 
-from kwarehouse import schema, views
+from kwarehouse import cache, schema, views
 from kwarehouse.errors import KwhError
 from kwarehouse.store import bind, layout
 
@@ -37,12 +35,8 @@ _WRITERS = ("store/template.py", "store/bind.py", "store/layout.py", "views/__in
 
 
 def cache_folder() -> Path:
-    """Where kwh keeps files it can make again: $KWH_CACHE_DIR, else $XDG_CACHE_HOME/kwarehouse,
-    else ~/.cache/kwarehouse."""
-    if os.environ.get("KWH_CACHE_DIR"):
-        return Path(os.environ["KWH_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kwarehouse"
+    """Where the template is kept (kwarehouse.cache)."""
+    return cache.folder()
 
 
 def key() -> str:
@@ -107,16 +101,9 @@ def _keep(made: Path, folder: Path, name: str) -> None:
     """Put `made` in the cache under `name`: the file first, then its checksum, each written under a
     name of its own and renamed into place, so a process that looks meanwhile finds the old pair, no
     pair, or a pair whose checksum does not match (and makes its own)."""
-    folder.mkdir(parents=True, exist_ok=True)
     data = made.read_bytes()
-    for target, content in ((folder / f"{name}.duckdb", data),
-                            (folder / f"{name}.sha256", hashlib.sha256(data).hexdigest().encode())):
-        partial = folder / f".{target.name}.{uuid.uuid4().hex[:8]}.partial"
-        try:
-            partial.write_bytes(content)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
+    cache.write(folder / f"{name}.duckdb", data)
+    cache.write(folder / f"{name}.sha256", hashlib.sha256(data).hexdigest().encode())
 
 
 def own_objects() -> set[str]:
