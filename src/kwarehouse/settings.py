@@ -15,11 +15,13 @@ class Settings:
     # Runs of ncu exports are built in one vectorized pass and written together (one Parquet file per
     # table and partition, one catalog transaction), up to this many runs or input bytes at a time:
     # per-run work (a polars query, a file, a transaction) costs more than a 100-kernel run's rows. A
-    # batch holds ~6x its input bytes at its peak: 100 runs of 9 MB took the same CPU in batches of 8,
-    # 16 or 64 runs, and 903, 1,288 and 2,139 MiB at the peak (one batch at a time; ingest holds up
-    # to three: 16-run batches peak at 909-990 MiB).
+    # batch holds ~6x its input bytes at its peak, and ingest holds up to three (reading, building,
+    # committing). Measured on 100 bench runs of 9 MB (issue 35, 2026-11-27), one process: batches
+    # bounded by 80 MB (16 runs) 18.6 CPU-s, 11.7 s wall, 803-843 MiB at the peak; by 32 MB (4 runs)
+    # 18.1-18.5 CPU-s, 11.5-11.7 s, 537-556 MiB. So the bytes bound them; small runs still go 16 at a
+    # time (fewer files per partition before kwh compact).
     batch_runs: int = 16
-    batch_bytes: int = 80 << 20
+    batch_bytes: int = 32 << 20
     # A full batch is built and committed in threads while the next folders are read (False: each batch
     # is committed in the calling thread before reading on; the report and the rows are the same either
     # way, tested; bench/profile_ingest.py turns it off, as cProfile sees one thread).
