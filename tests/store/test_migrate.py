@@ -26,7 +26,8 @@ def old_warehouse(tmp_path):
     root = tmp_path / "wh"
     root.mkdir()
     with tarfile.open(OLD / "warehouse.tar.xz") as archive:
-        archive.extractall(root, filter="tar")     # keeps each file's _files/ hard link
+        # keeps each file's _files/ hard link (the filter argument exists from Python 3.11.4)
+        archive.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
     return root
 
 
