@@ -50,6 +50,15 @@ def pytest_unconfigure(config):
         del os.environ["KWH_CACHE_DIR"]
 
 
+@pytest.fixture
+def cache_folder(tmp_path, monkeypatch) -> Path:
+    """A cache folder of the test's own (KWH_CACHE_DIR), not made yet: what kwh keeps per machine
+    (kwarehouse.cache) starts empty."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("KWH_CACHE_DIR", str(folder))
+    return folder
+
+
 def rows(warehouse: Warehouse, sql: str, params=()) -> list[tuple]:
     """The rows of a query over a warehouse, through a fresh kwh connection."""
     con = warehouse.connect()

@@ -10,11 +10,9 @@ from kwarehouse import schema
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("KWH_CACHE_DIR", str(folder))
+def cache(cache_folder):
     schema.tables.cache_clear()
-    yield folder
+    yield cache_folder
     schema.tables.cache_clear()
 
 
@@ -52,12 +50,8 @@ def test_a_damaged_or_foreign_cache_file_is_typed_again(cache, damage):
     assert schema.tables() == _typed()
 
 
-def test_without_a_cache_folder_the_tables_are_typed_each_time(tmp_path, monkeypatch):
-    blocker = tmp_path / "a-file"
+def test_without_a_cache_folder_the_tables_are_typed_each_time(cache, monkeypatch):
+    blocker = cache.parent / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("KWH_CACHE_DIR", str(blocker / "cache"))
-    schema.tables.cache_clear()
-    try:
-        assert schema.tables() == _typed()
-    finally:
-        schema.tables.cache_clear()
+    assert schema.tables() == _typed()

@@ -17,11 +17,9 @@ from conftest import DATA
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("KWH_CACHE_DIR", str(folder))
+def cache(cache_folder):
     template.views_template.cache_clear()
-    yield folder
+    yield cache_folder
     template.views_template.cache_clear()
 
 
@@ -54,17 +52,13 @@ def test_a_damaged_cached_template_is_not_used_but_made_again(cache):
     assert "design_signals" in _views_in(made)
 
 
-def test_without_a_cache_folder_each_process_makes_its_own(tmp_path, monkeypatch):
-    blocked = tmp_path / "a-file"
+def test_without_a_cache_folder_each_process_makes_its_own(cache, monkeypatch):
+    blocked = cache.parent / "a-file"
     blocked.write_text("not a folder")
     monkeypatch.setenv("KWH_CACHE_DIR", str(blocked / "cache"))
-    template.views_template.cache_clear()
-    try:
-        path = template.views_template()
-        assert path is not None and blocked not in path.parents
-        assert "design_signals" in _views_in(path)
-    finally:
-        template.views_template.cache_clear()
+    path = template.views_template()
+    assert path is not None and blocked not in path.parents
+    assert "design_signals" in _views_in(path)
 
 
 def test_ingests_in_new_processes_share_the_template_and_publish_the_same_views(tmp_path):
