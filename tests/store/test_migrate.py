@@ -12,8 +12,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.store import check, migrate
+from kwarehouse.store import check, lock, migrate
 from kwarehouse.store.files import current_schema_mark
+from kwarehouse.store.layout import WRITER_LOCK
 from kwarehouse.store.warehouse import Warehouse
 
 from conftest import DATA
@@ -51,13 +52,31 @@ GRID = ("SELECT model, gpu, grid_x, grid_y, grid_z, block_x, block_y, block_z, C
         "gpu_time_ns FROM kernel_time")
 
 
-def test_a_reader_of_an_old_warehouse_says_what_it_reads_as_unknown(old_warehouse):
+def test_a_reader_that_cannot_write_says_what_it_reads_as_unknown(old_warehouse):
     warnings = []
     warehouse = Warehouse(old_warehouse, warn=warnings.append)
-    shapes = _rows(warehouse, GRID + " WHERE model = 'nsys-stats-derived-a100' AND gpu = 'unknown'")
+    with lock.hold(old_warehouse, WRITER_LOCK, "writer", None, print):     # another writer is busy
+        shapes = _rows(warehouse, GRID + " WHERE model = 'nsys-stats-derived-a100' AND gpu = 'unknown'")
     assert shapes["grid_x"].null_count() == shapes.height      # the summary's "(2, 1, 1)" is not parsed in SQL
     assert any("4 file(s) were written by an older kwh (kernel_summaries)" in w and "kwh check --repair" in w
                for w in warnings)
+    assert migrate.outdated(warehouse.snapshot())
+
+
+def test_a_reader_free_to_write_upgrades_first_and_says_so(old_warehouse):
+    """A reader publishes a stale warehouse.duckdb when no writer is busy; it upgrades first, so that
+    the file it publishes (which later readers answer from without looking further) holds no unknowns."""
+    warnings = []
+    warehouse = Warehouse(old_warehouse, warn=warnings.append)
+    shapes = _rows(warehouse, GRID + " WHERE model = 'nsys-stats-derived-a100' AND grid_x IS NOT NULL")
+    assert len(shapes) == 2 and set(shapes["grid_x"]) == {2}
+    assert any(w.startswith("upgraded 4 kernel_summaries file(s)") for w in warnings), warnings
+    assert not any("read as unknown" in w for w in warnings)
+    assert migrate.outdated(warehouse.snapshot()) == {}
+    again = []      # the next reader answers from the published file: the older kwh's rows, no warning
+    new_time = _rows(Warehouse(old_warehouse, warn=again.append), f"{GRID} ORDER BY ALL")
+    assert_frame_equal(new_time, _expected("kernel_time").select(new_time.columns).sort(pl.all(), nulls_last=True))
+    assert again == []
 
 
 def test_the_next_writer_upgrades_the_files_and_the_answers_are_the_older_kwhs(old_warehouse):

@@ -340,6 +340,14 @@ class Warehouse:
             if self.session is not None or not publish.is_stale(self) or self.copy_problem():
                 return      # a copy of the folder never writes the catalog it shares, readers' publishing included
             lock.refuse_links(self.root)
+            if migrate.outdated(self.snapshot()):
+                # files an older kwh wrote: a reader free to write upgrades them first, as every writer
+                # does (writer() upgrades, then publishes), so that no warehouse.duckdb it publishes
+                # answers over them as unknown; the upgrade is said as a warning
+                with self.writer(if_free=True) as session:
+                    for line in session.repairs:
+                        self.warn(line)
+                return
             with lock.hold_if_free(self.root) as free:
                 if free:
                     self.engine
@@ -359,13 +367,16 @@ class Warehouse:
         publish.publish(self)
 
     @contextlib.contextmanager
-    def writer(self):
+    def writer(self, if_free: bool = False):
         """The one way to write: yields a WriteSession holding the warehouse's writer lock (one writer
         at a time). A crashed writer's leftovers are repaired first (their lines in session.repairs),
-        and warehouse.duckdb is published last (also when the work failed)."""
+        files an older kwh wrote are upgraded (store/migrate.py), and warehouse.duckdb is published
+        last (also when the work failed). if_free: raise KwhError at once, saying nothing, where another
+        writer holds the lock (a reader's upgrade)."""
         self.root.mkdir(parents=True, exist_ok=True)
         lock.refuse_links(self.root)
-        with lock.hold(self.root, WRITER_LOCK, "writer", self.wait, self.warn):
+        wait, warn = (0, lambda line: None) if if_free else (self.wait, self.warn)
+        with lock.hold(self.root, WRITER_LOCK, "writer", wait, warn):
             engine = self.engine
             folders.claim(self)
             repairs = repair.repair(self)
