@@ -118,12 +118,14 @@ CHANGED_OUTSIDE = "changed outside kwh"
 OWN_TAG = "kwh: rebuilt by kwh after every commit; open this file with duckdb -readonly"
 # Every table, view and macro in a DuckDB database, with what defines it: a view's SQL; a table's
 # columns and its row count (a user who deletes gpu_peaks rows changes what the views answer); a
-# macro's parameters and body (the views call kwh's macros: views/macros/).
-_OBJECTS_SQL = ("SELECT 'view', view_name, sql FROM duckdb_views() WHERE database_name = $1 AND NOT internal "
-                "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR) "
-                "FROM duckdb_tables() WHERE database_name = $1 AND NOT internal "
-                "UNION ALL SELECT 'macro', function_name, array_to_string(parameters, ',') || ' AS ' || macro_definition "
-                "FROM duckdb_functions() WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
+# macro's parameters and body (the views call kwh's macros: views/macros/); and each one's comment.
+_OBJECTS_SQL = ("SELECT 'view', view_name, sql, coalesce(comment, '') FROM duckdb_views() "
+                "WHERE database_name = $1 AND NOT internal "
+                "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR), "
+                "coalesce(comment, '') FROM duckdb_tables() WHERE database_name = $1 AND NOT internal "
+                "UNION ALL SELECT 'macro', function_name, array_to_string(parameters, ',') || ' AS ' || "
+                "macro_definition, coalesce(comment, '') FROM duckdb_functions() "
+                "WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
 # ...and what readers and writers compare instead: each object's DuckDB comment. Writing out the
 # views' SQL costs DuckDB ~1 ms per view (~40 ms for the file); reading comments costs nothing.
 # kwh comments each of its objects with OWN_TAG, and DuckDB drops the comment of a view or table
@@ -225,20 +227,10 @@ def published_problem(root: Path, recorded, generation: int | None, look_inside:
     return problem
 
 
-# Every object with its definition and comment, for writers that want both (publish's check of the file it
-# wrote): one listing of duckdb_functions() (~10 ms: it lists every built-in function) instead of three.
-_INVENTORY_SQL = ("SELECT 'view', view_name, sql, coalesce(comment, '') FROM duckdb_views() "
-                  "WHERE database_name = $1 AND NOT internal "
-                  "UNION ALL SELECT 'table', table_name, sql || ' -- rows ' || CAST(estimated_size AS VARCHAR), "
-                  "coalesce(comment, '') FROM duckdb_tables() WHERE database_name = $1 AND NOT internal "
-                  "UNION ALL SELECT 'macro', function_name, array_to_string(parameters, ',') || ' AS ' || "
-                  "macro_definition, coalesce(comment, '') FROM duckdb_functions() "
-                  "WHERE database_name = $1 AND function_type = 'macro' AND NOT internal")
-
-
 def inventory(con, database: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(object_digests, object_tags) of one database of `con`, from one listing."""
-    rows = con.execute(_INVENTORY_SQL, [database]).fetchall()
+    """(object_digests, object_tags) of one database of `con`, from one listing (duckdb_functions(),
+    ~10 ms a listing since it lists every built-in function, once instead of twice)."""
+    rows = con.execute(_OBJECTS_SQL, [database]).fetchall()
     return ({f"{kind} {name}": _digest(text) for kind, name, text, _ in rows},
             {f"{kind} {name}": comment for kind, name, _, comment in rows})
 
@@ -249,7 +241,7 @@ def _digest(text: str) -> str:
 
 def object_digests(con, database: str) -> dict[str, str]:
     """{"view kernels": hash of its SQL, "table gpu_peaks": ..., ...} of one database of `con`."""
-    return {f"{kind} {name}": _digest(text) for kind, name, text in con.execute(_OBJECTS_SQL, [database]).fetchall()}
+    return inventory(con, database)[0]
 
 
 def object_tags(con, database: str, macros: bool = True) -> dict[str, str]:

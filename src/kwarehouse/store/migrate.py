@@ -38,14 +38,14 @@ MIGRATIONS = (
 )
 
 
-def outdated(snapshot: Snapshot) -> dict[str, list[str]]:
-    """table -> its committed files in an older layout, for the tables a migration upgrades."""
+def outdated(snapshot: Snapshot) -> dict[Migration, list[str]]:
+    """Each migration whose table has committed files in an older layout, with those files."""
     out = {}
     for migration in MIGRATIONS:
         mark = f".{current_schema_mark(migration.table)}.parquet"
         paths = [p for p in snapshot.files.get(migration.table, []) if not p.endswith(mark)]
         if paths:
-            out[migration.table] = paths
+            out[migration] = paths
     return out
 
 
@@ -53,11 +53,11 @@ def upgrade(session) -> list[str]:
     """Upgrade every file an older kwh wrote (inside writer()); one line per table upgraded, or one
     saying why it could not be (the files then stay readable as they were)."""
     lines = []
-    for table, paths in outdated(session.warehouse.snapshot()).items():
-        migration = next(m for m in MIGRATIONS if m.table == table)
-        spec = schema.tables()[table]
+    for migration, paths in outdated(session.warehouse.snapshot()).items():
+        table = migration.table
+        file_schema = schema.tables()[table].file_schema
         try:
-            session.rewrite(table, paths, lambda chunk: _derived(chunk, migration, spec.file_schema))
+            session.rewrite(table, paths, lambda chunk: _derived(chunk, migration, file_schema))
         except (OSError, pa.ArrowException, KwhError) as exc:
             lines.append(f"could not upgrade {len(paths)} {table} file(s) an older kwh wrote ({first_line(exc)}); "
                          f"{migration.unknown_until_then} read as unknown until they are: run kwh check --repair")
@@ -73,9 +73,9 @@ def reader_warning(snapshot: Snapshot) -> str | None:
     old = outdated(snapshot)
     if not old:
         return None
-    what = "; ".join(next(m.unknown_until_then for m in MIGRATIONS if m.table == t) for t in old)
-    return (f"warning: {sum(map(len, old.values()))} file(s) were written by an older kwh ({', '.join(old)}): "
-            f"{what} read as unknown until a writer upgrades them (any kwh ingest, or kwh check --repair)")
+    return (f"warning: {sum(map(len, old.values()))} file(s) were written by an older kwh "
+            f"({', '.join(m.table for m in old)}): {'; '.join(m.unknown_until_then for m in old)} "
+            "read as unknown until a writer upgrades them (any kwh ingest, or kwh check --repair)")
 
 
 def _derived(chunk: pa.Table, migration: Migration, file_schema: pa.Schema) -> pa.Table:

@@ -191,12 +191,7 @@ class WriteSession:
             relative = Path(path).parent / f"{Path(path).name.split('.')[0]}-{txn}.parquet"
             relative = self.stager.stage_chunks(stage, relative, name, rows)
             moves.append((stage / relative, relative, name, tuple(sorted(runs_of.get(path, ())))))
-        self._place(moves)
-        with self.warehouse.engine.begin() as con:
-            self._swap_files(con, sorted(paths), moves)
-            catalog.bump_generation(con)
-        detach(self.root, sorted(paths))
-        shutil.rmtree(stage, ignore_errors=True)
+        self._replace(sorted(paths), moves, stage)
 
     def compact(self) -> list[str]:
         """Merge the files of each (table, model, gpu) partition into one; rows are unchanged.
@@ -228,13 +223,18 @@ class WriteSession:
             merged.append(f"{folder}: {len(paths)} files into 1")
         if not moves:
             return merged
+        self._replace(retired, moves, stage)
+        return merged
+
+    def _replace(self, retired: list[str], moves, stage: Path) -> None:
+        """Files whose rows are the same runs' (a compaction, an upgrade): the staged `moves` placed, then
+        swapped for `retired` in one catalog transaction, and the retired ones taken out of their folders."""
         self._place(moves)
         with self.warehouse.engine.begin() as con:
             self._swap_files(con, retired, moves)
             catalog.bump_generation(con)
         detach(self.root, retired)
         shutil.rmtree(stage, ignore_errors=True)
-        return merged
 
     def commit_rollup(self, tables: dict[tuple[str, str], pa.Table], coverage: dict[str, tuple[str, int] | None],
                       drop_days: dict[str, list[str]] | None = None) -> None:

@@ -34,11 +34,6 @@ PUBLISHED_TABLE = "kwh_published"
 _WRITERS = ("store/template.py", "store/bind.py", "store/layout.py", "views/__init__.py", "schema.py")
 
 
-def cache_folder() -> Path:
-    """Where the template is kept (kwarehouse.cache)."""
-    return cache.folder()
-
-
 def key() -> str:
     """The hash that names the template: what it is made from and what makes it."""
     package = Path(__file__).parents[1]
@@ -54,7 +49,7 @@ def views_template() -> Path | None:
     """The template's path (read it, never write it); None where it cannot be made (publish then
     builds from scratch). Looked up once per process."""
     name = f"views-{key()}"
-    folder = cache_folder()
+    folder = cache.folder()
     cached = folder / f"{name}.duckdb"
     if _intact(cached, folder / f"{name}.sha256"):
         return cached
