@@ -42,11 +42,13 @@ class Settings:
     # A replaced file's link under _files/ stays readable this long for views bound before, measured on
     # the catalog's clock.
     retire_grace: timedelta = timedelta(minutes=10)
-    # Below this many launch rows (kernel_launches + kernels), warehouse.duckdb holds only views: they
-    # answer in well under a second as they are, and computing the tables would only slow every commit
-    # (about 0.5 s on a small warehouse); above, the heavy views (views.MATERIALIZED) are materialized
-    # as tables when it is published.
-    materialize_min_rows: int = 200_000
+    # From this many launch rows (kernel_launches + kernels) up, warehouse.duckdb holds the heavy views
+    # (views.MATERIALIZED) as tables, and each commit computes only the partitions it changed (the fleet
+    # views whole, from those tables; store/materialize.py). Below, views answer in 0.1-1.8 CPU-s, mostly
+    # planning (design_signals at 45 bench runs, 4,950 rows: 1.8 CPU-s), which a commit of a small
+    # warehouse would pay instead (+0.5-1.3 CPU-s, the fixed cost of a one-file ingest); at 1,000 runs
+    # as views they took 20 CPU-s, as tables every view answers in < 0.2 s (bench/RESULTS.md).
+    materialize_min_rows: int = 5_000
 
 
 DEFAULT_SETTINGS = Settings()

@@ -6,7 +6,7 @@ temporary views (kwarehouse.spark.register) all read a table through table_files
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -22,12 +22,15 @@ class Snapshot:
     files: dict[str, list[str]]
     names: dict[tuple[str, str], str]     # (partition column, folder value) -> real value
     generation: int
+    # the real (model, gpu) of each run's file (rollup files have none)
+    partition_of: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows) -> Snapshot:
         """The snapshot of catalog.SNAPSHOT_QUERY's rows: (path, table, model, gpu, generation)."""
         files: dict[str, list[str]] = {name: [] for name in schema.tables()}
         names: dict[tuple[str, str], str] = {}
+        partition_of: dict[str, tuple[str, str]] = {}
         generation = 0
         for path, table, model, gpu, gen in rows:
             if path is None:
@@ -36,6 +39,8 @@ class Snapshot:
             if table not in files:
                 continue
             files[table].append(path)
+            if model is not None and gpu is not None:
+                partition_of[path] = (model, gpu)
             parts = Path(path).parts
             for part, real in zip(parts[1:3], (model, gpu)):
                 key, _, value = part.partition("=")
@@ -43,7 +48,12 @@ class Snapshot:
                     names[(key, value)] = real
         for paths in files.values():
             paths.sort()
-        return cls(files, names, generation)
+        return cls(files, names, generation, partition_of)
+
+    def of_partitions(self, partitions: set[tuple[str, str]]) -> Snapshot:
+        """The same snapshot holding only the runs' files of the (model, gpu) `partitions`."""
+        files = {table: [p for p in paths if self.partition_of.get(p) in partitions] for table, paths in self.files.items()}
+        return Snapshot(files, self.names, self.generation, self.partition_of)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,10 @@ import sqlalchemy as sa
 
 from kwarehouse import schema, views
 from kwarehouse.errors import KwhError, first_line
-from kwarehouse.store import bind, catalog, fast_read, layout
+from kwarehouse.store import bind, catalog, fast_read, layout, materialize
 from kwarehouse.store.catalog import catalog_info, write_intents
 from kwarehouse.store.layout import CHANGED_OUTSIDE, PUBLISHED_KEY, QUARANTINE
+from kwarehouse.store.materialize import PARTITIONS_KEY
 from kwarehouse.store.template import PUBLISHED_TABLE, STORAGE_VERSION, own_objects, tag_own_objects, views_template
 
 
@@ -98,7 +99,8 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
     folder = warehouse.session_dir or warehouse.staging
     folder.mkdir(parents=True, exist_ok=True)
     fresh = folder / f"warehouse-{uuid.uuid4().hex[:8]}.duckdb"
-    temporary = [fresh.relative_to(root).as_posix(), f"{fresh.relative_to(root).as_posix()}.wal"]
+    scratch = fresh.with_name(f"{fresh.stem}-partitions.duckdb")
+    temporary = [f"{path.relative_to(root).as_posix()}{wal}" for path in (fresh, scratch) for wal in ("", ".wal")]
     engine = warehouse.engine
     with engine.begin() as con:    # a crash leaves only files the intents name
         con.execute(write_intents.insert(), [{"path": p, "kind": "file", "created_at": catalog.now()}
@@ -107,7 +109,7 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
     try:
         snapshot = warehouse.snapshot()
         try:
-            views_only, objects, tags = _build(warehouse, fresh, snapshot, warnings, reuse_previous)
+            views_only, partitions, objects, tags = _build(warehouse, fresh, scratch, snapshot, warnings, reuse_previous)
         except InUse as busy:
             # A live session has written to it: replacing the file (and moving its WAL) would take
             # its work away from it. Left as it is; stale, so the next writer tries again.
@@ -123,11 +125,13 @@ def publish(warehouse, reuse_previous: bool = True) -> list[str]:
         os.replace(fresh, warehouse.duckdb_path)
         _fsync(root)
         with engine.begin() as con:
-            con.execute(catalog_info.delete().where(catalog_info.c.key == PUBLISHED_KEY))
+            con.execute(catalog_info.delete().where(catalog_info.c.key.in_((PUBLISHED_KEY, PARTITIONS_KEY))))
             con.execute(catalog_info.insert().values(key=PUBLISHED_KEY, value=json.dumps(
                 {"generation": snapshot.generation, "stat": layout.file_stat(warehouse.duckdb_path), "root": str(root),
                  "definitions": layout.definitions(root), "duckdb": duckdb.__version__, "views_only": views_only,
-                 "objects": objects, "tags": tags})))
+                 "materialized": partitions is not None, "objects": objects, "tags": tags})))
+            if partitions is not None:
+                con.execute(catalog_info.insert().values(key=PARTITIONS_KEY, value=json.dumps(partitions)))
     except (duckdb.Error, OSError) as exc:
         detail = first_line(exc)
         raise KwhError(f"{warehouse.duckdb_path}: could not rebuild it ({detail}); the committed data is "
@@ -154,8 +158,10 @@ def _warn(warehouse, warnings: list[str]) -> list[str]:
 def _previous(warehouse, recorded: dict) -> Path | None:
     """The published warehouse.duckdb where it can stand in for views_template: what kwh published
     (size, mtime, no WAL: its names and comments are compared once copied), with today's
-    definitions, by this DuckDB, every view still a view (nothing materialized)."""
-    if (layout.published_problem(warehouse.root, recorded, None) is None and recorded.get("views_only")
+    definitions, by this DuckDB, every view still a view or every materialized one a table (a file
+    where some could not be computed is not reused)."""
+    if (layout.published_problem(warehouse.root, recorded, None) is None
+            and (recorded.get("views_only") or recorded.get("materialized"))
             and recorded.get("duckdb") == duckdb.__version__):
         return warehouse.duckdb_path
     return None
@@ -178,12 +184,13 @@ def _copy_of_previous(warehouse, fresh: Path, recorded: dict) -> duckdb.DuckDBPy
     return None
 
 
-def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
-           reuse_previous: bool = True) -> tuple[bool, dict[str, str], dict[str, str]]:
+def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str], reuse_previous: bool = True
+           ) -> tuple[bool, dict[str, str] | None, dict[str, str], dict[str, str]]:
     """Write the new warehouse.duckdb at `fresh`; returns whether its views are all views (none
-    materialized), which lets the next publish start from it, the hash of each of its tables' and
-    views' definitions (layout.object_digests, which kwh check and writers compare) and their
-    comments (layout.object_tags, which readers compare)."""
+    materialized) and, where every materialized view is a table, the partition digests they were
+    computed from (materialize.partition_digests): either lets the next publish start from it; then
+    the hash of each of its tables' and views' definitions (layout.object_digests, which kwh check and
+    writers compare) and their comments (layout.object_tags, which readers compare)."""
     # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
     # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
@@ -215,11 +222,26 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
                 con.execute(statement)
             bind.add_reference_tables(con)
             views.create_all(con, warehouse.root)
-        # on a large warehouse, the heavy views are computed here once, not by every query (views.MATERIALIZED)
-        views_only = _launch_rows(con) < warehouse.settings.materialize_min_rows
-        if not views_only:
-            views.plan_quickly(con)
-            views.materialize(con)
+        # beyond a small warehouse, the heavy views are computed here, at commit, not by every query
+        # (views.MATERIALIZED); from a previous file holding them, for the changed partitions only
+        partitions = None
+        done = _materialized_partitions(warehouse) if previous and recorded.get("materialized") else None
+        if done is not None:
+            digests = materialize.partition_digests(warehouse.root, snapshot)
+            try:
+                materialize.refresh(con, warehouse.root, snapshot, digests, done, scratch)
+            except materialize.Incomplete:
+                # a changed partition's file cannot be read: compute every view whole, as a first
+                # publish does, which leaves the failing ones as views (their queries say why)
+                con.close()
+                fresh.unlink(missing_ok=True)
+                return _build(warehouse, fresh, scratch, snapshot, warnings, reuse_previous=False)
+            partitions = digests
+        elif _launch_rows(con) >= warehouse.settings.materialize_min_rows:
+            digests = materialize.partition_digests(warehouse.root, snapshot)
+            if not materialize.materialize_all(con):
+                partitions = digests
+        views_only = partitions is None and done is None and not _has_materialized(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
         if not previous:
@@ -241,7 +263,26 @@ def _build(warehouse, fresh: Path, snapshot, warnings: list[str],
         check.execute("SELECT count(*) FROM runs").fetchall()
     finally:
         check.close()
-    return views_only, objects, tags
+    return views_only, partitions, objects, tags
+
+
+def _materialized_partitions(warehouse) -> dict[str, str] | None:
+    """The partition digests recorded with the published file (materialize.PARTITIONS_KEY); None where
+    none are (an older kwh's record: compute every partition)."""
+    with warehouse.reader.connect() as con:
+        text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PARTITIONS_KEY)).scalar()
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _has_materialized(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any view of views.MATERIALIZED is a table in `con` (some computed, some not)."""
+    names = ", ".join(layout.sql_string(name) for name in views.MATERIALIZED)
+    return con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                       f"AND table_name IN ({names})").fetchall()[0][0] > 0
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:

@@ -172,7 +172,7 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
     """Create bottleneck_thresholds, the macros and every view in a DuckDB connection holding the base tables."""
     import duckdb     # here, not at the top: kwh --help and kwh views load no duckdb
     for macro in all_macros().values():
-        con.execute(_body(macro.sql))
+        con.execute(body(macro.sql))
     con.execute("CREATE OR REPLACE TABLE bottleneck_thresholds (name VARCHAR, value DOUBLE, description VARCHAR)")
     fill_thresholds(con, warehouse_root)
     for name, (columns, rows) in reference_tables().items():
@@ -182,26 +182,42 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
             con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(columns))})', rows)
     for view in creation_order():
         try:
-            con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {_body(view.sql)}')
+            con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {body(view.sql)}')
         except (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException) as exc:
             raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}") from exc
 
 
-# Views that the published warehouse.duckdb holds as tables, computed once per commit instead of by every
-# query that reads them. The timeline ones aggregate every timeline launch (millions of rows at thousands
-# of runs) down to thousands (rank_balance too: a window over every launch); the per-launch verdicts
-# (occupancy, op_compulsory_bytes, warp_stalls, bottleneck_class) are what the verdict views
-# (time_weighted_kernels, bottleneck_share, design_signals, what_to_fix_first) and kwh summary / report
-# read, each nesting them again. The fleet answers built on them (kernel_popularity and coverage, which
-# also count the distinct runs of every launch; time_weighted_kernels, bottleneck_share, design_signals,
-# what_to_fix_first) still took 1-5 s each at 10,000 timeline runs and are small: they are tables too.
-# Their SQL stays the definition: in-memory sessions (a stale or incomplete warehouse.duckdb),
-# `kwh views --dialect` and Spark run it as a view. bench/timeline_views.py measures what this costs at
-# publish and saves per query.
-MATERIALIZED = ("kernel_time", "gpu_timeline", "launch_bound", "timeline_shape_flops", "fusion_candidates",
-                "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "warp_stalls", "bottleneck_class",
-                "gemm_efficiency", "rank_balance", "kernel_popularity", "coverage", "time_weighted_kernels",
-                "bottleneck_share", "design_signals", "what_to_fix_first")
+# Views that the published warehouse.duckdb holds as tables, computed at commit instead of by every query
+# that reads them (each nests the per-launch chain again: design_signals read the kernels table ~30 times
+# and took 12 s at 1,000 runs as a view). Their SQL stays the definition: in-memory sessions (a stale or
+# incomplete warehouse.duckdb), `kwh views --dialect` and Spark run it as a view.
+#
+# PARTITION_LOCAL: views whose rows for one (model, gpu) are exactly the rows they give over that model and
+# GPU's base rows alone (with the reference tables and thresholds), and none without a model and GPU.
+# publish recomputes only the partitions a commit changed (store/materialize.py) and keeps the others'
+# rows; tests/store/test_materialize.py checks each is local on real runs. Each orders its rows by model
+# first, as row_order says.
+PARTITION_LOCAL = ("gpu_timeline", "kernel_time", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes",
+                   "op_kernels", "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling",
+                   "coverage", "fusion_candidates", "gpu_telemetry", "library_share", "rank_balance", "speed_of_light",
+                   "bottleneck_class", "bottleneck_share")
+# FLEET: the materialized views that read across models and GPUs (a GEMM's most similar well-shaped
+# GEMM, shares of the fleet's time, kernels across models, roofline's per-kernel rows over every model),
+# recomputed whole at each commit, from the local ones' tables.
+FLEET = ("roofline", "warp_stalls", "gemm_efficiency", "kernel_popularity", "launch_shape_correlates",
+         "model_efficiency", "time_weighted_kernels", "design_signals", "what_to_fix_first")
+MATERIALIZED = PARTITION_LOCAL + FLEET
+
+
+def row_order(view: View) -> str | None:
+    """The ORDER BY of `view`'s rows in terms of its own columns (its last top-level ORDER BY, table
+    aliases dropped), None for a view that orders nothing: how a table holding its rows keeps them when
+    some are replaced."""
+    found = [line for line in view.sql.splitlines() if line.startswith("ORDER BY ")]
+    if not found:
+        return None
+    last = found[-1]
+    return re.sub(r"\b[a-z_]\w*\.(?=[a-z_])", "", last[len("ORDER BY "):].strip().rstrip(";"))
 
 
 def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
@@ -252,12 +268,12 @@ def compute_once(con, names: tuple[str, ...]) -> None:
 def duckdb_script() -> str:
     """The macros the views call, then every view as a CREATE OR REPLACE VIEW statement, in creation
     order: what `kwh views --dialect duckdb` prints (base tables and bottleneck_thresholds must exist)."""
-    macros = "".join(f"{_body(macro.sql)};\n\n" for macro in all_macros().values())
-    return macros + "".join(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{_body(view.sql)};\n\n'
+    macros = "".join(f"{body(macro.sql)};\n\n" for macro in all_macros().values())
+    return macros + "".join(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{body(view.sql)};\n\n'
                             for view in creation_order())
 
 
-def _body(sql: str) -> str:
+def body(sql: str) -> str:
     """The view's query (or macro's statement) without its trailing semicolon."""
     return sql.strip().rstrip(";")
 

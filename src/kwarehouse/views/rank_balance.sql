@@ -49,4 +49,4 @@ SELECT model, gpu, tool, run_day, run_id, process_id, device_id, job_ranks, span
        job_median_busy_ns, busy_rank = 1 AS slowest, compute_busy_ns - job_median_busy_ns AS excess_ns,
        100.0 * (compute_busy_ns - job_median_busy_ns) / NULLIF(job_median_busy_ns, 0) AS excess_pct
 FROM placed
-ORDER BY model, gpu, tool, run_day, busy_rank
+ORDER BY model, gpu, tool, run_day, compute_busy_ns DESC, run_id, process_id, device_id

@@ -115,9 +115,12 @@ WITH borrowed AS (
     -- without the tensor roofline section keeps the counted runs)
     SELECT 'kernel' AS level, CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS BIGINT) AS launch_id,
            CAST(NULL AS VARCHAR) AS model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base,
-           arg_max(math_dtype, duration_ns) AS math_dtype,
-           arg_max(flops_source, CASE WHEN NOT tensor_uncounted THEN duration_ns END) AS flops_source,
-           arg_max(roof, CASE WHEN NOT tensor_uncounted THEN duration_ns END) AS roof,
+           -- the value of the longest launch that has one (for the source and roof: of the launches whose FLOPs
+           -- were counted); among launches equally long (a run profiled twice), the first by name, so that every
+           -- computation gives the same row
+           min(CASE WHEN duration_ns = longest_dtype_ns THEN math_dtype END) AS math_dtype,
+           min(CASE WHEN counted_ns = longest_source_ns THEN flops_source END) AS flops_source,
+           min(CASE WHEN counted_ns = longest_roof_ns THEN roof END) AS roof,
            bool_and(tensor_uncounted) AS tensor_uncounted, count(*) AS launches,
            CAST(sum(duration_ns) AS DOUBLE) AS duration_ns,
            sum(CASE WHEN NOT tensor_uncounted THEN flops END) AS flops,
@@ -145,7 +148,12 @@ WITH borrowed AS (
            sum(CASE WHEN tensor_flops / peak_flops_per_s IS NOT NULL THEN duration_ns END) AS executed_peak_ns,
            sum(CASE WHEN useful_flops > 0 THEN tensor_flops END) AS padded_tensor_flops,
            sum(CASE WHEN tensor_flops IS NOT NULL THEN useful_flops END) AS padded_useful_flops
-    FROM (SELECT *, flops IS NOT NULL AND NOT tensor_uncounted AS counted FROM launch_rows) AS counted_launches
+    FROM (SELECT *, flops IS NOT NULL AND NOT tensor_uncounted AS counted,
+                 max(CASE WHEN math_dtype IS NOT NULL THEN duration_ns END) OVER identity AS longest_dtype_ns,
+                 max(CASE WHEN flops_source IS NOT NULL THEN counted_ns END) OVER identity AS longest_source_ns,
+                 max(CASE WHEN roof IS NOT NULL THEN counted_ns END) OVER identity AS longest_roof_ns
+          FROM (SELECT *, CASE WHEN NOT tensor_uncounted THEN duration_ns END AS counted_ns FROM launch_rows) AS timed
+          WINDOW identity AS (PARTITION BY gpu, kernel_id, library, op_class)) AS counted_launches
     GROUP BY gpu, kernel_id, library, op_class
 ), launch_level AS (
     SELECT *,
