@@ -9,12 +9,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import sqlalchemy as sa
 
 from kwarehouse import views
 from kwarehouse.jobs import ingest as ingest_job
 from kwarehouse.settings import Settings
 from kwarehouse.store import bind
+from kwarehouse.store.catalog import catalog_info
 from kwarehouse.store.layout import read_path
+from kwarehouse.store.materialize import PARTITIONS_KEY
 from kwarehouse.store.warehouse import Warehouse
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "runs"
@@ -68,9 +71,6 @@ def _assert_tables_hold_their_views(warehouse: Warehouse) -> None:
 
 def _partitions(warehouse: Warehouse) -> dict:
     with warehouse.reader.connect() as con:
-        from kwarehouse.store.catalog import catalog_info
-        from kwarehouse.store.materialize import PARTITIONS_KEY
-        import sqlalchemy as sa
         text = con.execute(sa.select(catalog_info.c.value).where(catalog_info.c.key == PARTITIONS_KEY)).scalar()
     return json.loads(text) if text else {}
 
@@ -122,8 +122,14 @@ def test_each_commit_computes_only_the_partitions_it_changed(tmp_path, computed)
     _assert_tables_hold_their_views(warehouse)
 
     computed.clear()
-    warehouse.refresh_duckdb()          # nothing changed: nothing computed, the same rows
-    assert computed == []
+    warehouse.refresh_duckdb()          # nothing changed: nothing computed
+    assert computed == [] and _partitions(warehouse) == after
+
+    # a catalog that lost the record of what the tables hold: every partition computed again
+    with warehouse.engine.begin() as con:
+        con.execute(catalog_info.delete().where(catalog_info.c.key == PARTITIONS_KEY))
+    ingest_job.ingest([EXAMPLES / "llama"], warehouse)
+    assert computed == [] and len(_partitions(warehouse)) == 4
     _assert_tables_hold_their_views(warehouse)
 
 

@@ -197,6 +197,11 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
     # instead of the template: its views are bound already, and the template, though made once per
     # machine (store/template.py), is a 4.7 MB file to hash before it is trusted.
     recorded = _recorded(warehouse)
+    # the partitions its tables hold, where the previous file holds the materialized views (without
+    # them, its tables cannot be brought up to date: start from the template)
+    done = _materialized_partitions(warehouse) if recorded.get("materialized") else None
+    if recorded.get("materialized") and done is None:
+        reuse_previous = False
     con = _copy_of_previous(warehouse, fresh, recorded) if reuse_previous else None
     previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
     template = warehouse.duckdb_path if previous else views_template()
@@ -225,8 +230,7 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
         # beyond a small warehouse, the heavy views are computed here, at commit, not by every query
         # (views.MATERIALIZED); from a previous file holding them, for the changed partitions only
         partitions = None
-        done = _materialized_partitions(warehouse) if previous and recorded.get("materialized") else None
-        if done is not None:
+        if previous and done is not None:
             digests = materialize.partition_digests(warehouse.root, snapshot)
             try:
                 materialize.refresh(con, warehouse.root, snapshot, digests, done, scratch)
@@ -241,7 +245,7 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
             digests = materialize.partition_digests(warehouse.root, snapshot)
             if not materialize.materialize_all(con):
                 partitions = digests
-        views_only = partitions is None and done is None and not _has_materialized(con)
+        views_only = partitions is None and not _has_materialized(con)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
         if not previous:

@@ -1,0 +1,109 @@
+"""Views over a warehouse whose warehouse.duckdb keeps the heavy views as tables (store/materialize.py):
+what each view costs a reader cold, what a commit costs, and the proof that the tables hold their views'
+rows.
+
+    python bench/materialized_views.py WAREHOUSE [--add RUN_FOLDER ...] [--compare] [--views a,b]
+
+1. every view cold: a fresh connection each (kwh's reader: warehouse.duckdb attached when current), the
+   whole result fetched as Arrow; wall and CPU of this process;
+2. --add: each folder ingested as its own commit (kwh ingest in this process), wall and CPU, and how many
+   partitions its publish computed;
+3. --compare: every materialized table against its view computed in memory over the catalog's files (row
+   for row, floats to 9 significant digits, as sorted rows; roofline without flops_source/roof, which
+   tie between identical launches only in the old definition).
+The warehouse is changed by --add: run it on a copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import duckdb
+
+from kwarehouse import views
+from kwarehouse.jobs import ingest as ingest_job
+from kwarehouse.store import bind, materialize
+from kwarehouse.store.warehouse import Warehouse
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def cold_views(warehouse: Warehouse, names: list[str]) -> dict[str, tuple[float, float, int]]:
+    out = {}
+    for name in names:
+        wall, started = time.perf_counter(), cpu()
+        con = warehouse.connect()
+        con.execute("SET enable_progress_bar = false")
+        rows = con.sql(f'SELECT * FROM "{name}"').to_arrow_table().num_rows
+        con.close()
+        out[name] = (time.perf_counter() - wall, cpu() - started, rows)
+    return out
+
+
+def add(warehouse: Warehouse, folder: Path) -> dict:
+    computed: list[int] = []
+    refresh = materialize.refresh
+
+    def counting(*args, **kwargs):
+        computed.append(refresh(*args, **kwargs))
+        return computed[-1]
+    materialize.refresh = counting
+    try:
+        wall, started = time.perf_counter(), cpu()
+        report = ingest_job.ingest([folder], warehouse)
+        return {"folder": str(folder), "runs": len(report.runs),
+                "wall_s": round(time.perf_counter() - wall, 2), "cpu_s": round(cpu() - started, 2),
+                "partitions_computed": computed}
+    finally:
+        materialize.refresh = refresh
+
+
+def _cell(value) -> str:
+    return f"{value:.9g}" if isinstance(value, float) else repr(value)
+
+
+def compare(warehouse: Warehouse) -> list[str]:
+    published = warehouse.connect()
+    expected = duckdb.connect()
+    for statement in bind.view_sql(warehouse.root, warehouse.snapshot()):
+        expected.execute(statement)
+    bind.add_reference_tables(expected)
+    views.create_all(expected, warehouse.root)
+    views.plan_quickly(expected)
+    differ = []
+    for name in views.MATERIALIZED:
+        columns = "* EXCLUDE (flops_source, roof)" if name == "roofline" else "*"
+        rows = [sorted(tuple(map(_cell, r)) for r in con.execute(f'SELECT {columns} FROM "{name}"').fetchall())
+                for con in (published, expected)]
+        if rows[0] != rows[1]:
+            differ.append(f"{name} ({len(rows[0])} vs {len(rows[1])} rows)")
+    return differ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("warehouse", type=Path)
+    parser.add_argument("--add", type=Path, nargs="*", default=[])
+    parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--views", default="")
+    args = parser.parse_args()
+    warehouse = Warehouse(args.warehouse)
+    names = args.views.split(",") if args.views else list(views.all_views())
+    for folder in args.add:
+        print(json.dumps({"commit": add(warehouse, folder)}), flush=True)
+    for name, (wall, spent, rows) in cold_views(warehouse, names).items():
+        print(f"{name:28s} cold {wall:6.2f} s wall {spent:6.2f} CPU-s {rows:>9,} rows", flush=True)
+    if args.compare:
+        differ = compare(warehouse)
+        print("tables equal their views" if not differ else f"differ: {', '.join(differ)}")
+
+
+if __name__ == "__main__":
+    main()
