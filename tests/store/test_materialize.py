@@ -133,6 +133,16 @@ def test_each_commit_computes_only_the_partitions_it_changed(tmp_path, computed)
     _assert_tables_hold_their_views(warehouse)
 
 
+def test_a_local_view_reads_only_local_views():
+    """What a partition-local view reads must be partition-local too, or its kept rows would go stale when
+    another partition changes (the two reads allowed are by their own columns: views.LOCAL_READS_OF_FLEET)."""
+    assert "FROM bottleneck_thresholds" in views.all_views()["thresholds"].sql       # thresholds reads no run
+    for name in views.PARTITION_LOCAL:
+        for read in views.reads(views.all_views()[name]) - {"thresholds"}:
+            assert read in views.PARTITION_LOCAL or (name, read) in views.LOCAL_READS_OF_FLEET, (name, read)
+    assert not set(views.PARTITION_LOCAL) & set(views.FLEET)
+
+
 def test_no_materialized_view_reads_the_rollups():
     """A commit that changed no run's files (kwh rollup) recomputes nothing: no view it keeps reads them."""
     for name in views.MATERIALIZED:

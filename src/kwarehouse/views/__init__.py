@@ -193,19 +193,25 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
 # incomplete warehouse.duckdb), `kwh views --dialect` and Spark run it as a view.
 #
 # PARTITION_LOCAL: views whose rows for one (model, gpu) are exactly the rows they give over that model and
-# GPU's base rows alone (with the reference tables and thresholds), and none without a model and GPU.
-# publish recomputes only the partitions a commit changed (store/materialize.py) and keeps the others'
-# rows; tests/store/test_materialize.py checks each is local on real runs. Each orders its rows by model
-# first, as row_order says.
-PARTITION_LOCAL = ("gpu_timeline", "kernel_time", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes",
-                   "op_kernels", "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling",
-                   "coverage", "fusion_candidates", "gpu_telemetry", "library_share", "rank_balance", "speed_of_light",
-                   "bottleneck_class", "bottleneck_share")
-# FLEET: the materialized views that read across models and GPUs (a GEMM's most similar well-shaped
-# GEMM, shares of the fleet's time, kernels across models, roofline's per-kernel rows over every model),
-# recomputed whole at each commit, from the local ones' tables.
-FLEET = ("roofline", "warp_stalls", "gemm_efficiency", "kernel_popularity", "launch_shape_correlates",
-         "model_efficiency", "time_weighted_kernels", "design_signals", "what_to_fix_first")
+# GPU's base rows alone (with the reference tables and thresholds), and none without a model and GPU: by
+# their SQL (every window, grouping and join keyed by the run or the model and GPU, or a pure function of
+# its key) and reading only views of this list (tests/store/test_materialize.py checks the reads and the
+# rows). publish recomputes only the partitions a commit changed (store/materialize.py) and keeps the
+# others' rows. Each orders its rows by model first, as row_order says.
+PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
+                   "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling", "gpu_telemetry",
+                   "rank_balance", "bottleneck_class")
+# Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
+# kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
+# models); bottleneck_class names warp_stalls in its evidence text only.
+LOCAL_READS_OF_FLEET = {("clock_throttling", "kernel_time"), ("bottleneck_class", "warp_stalls")}
+# FLEET: the materialized views that read across models (kernel_time borrows ncu counters from other models
+# on the same GPU, and its readers inherit that; a GEMM's most similar well-shaped GEMM; shares of the fleet's
+# time; kernels across models; roofline's per-kernel rows over every model), computed whole at each commit
+# that changed any partition, from the local ones' tables.
+FLEET = ("kernel_time", "coverage", "fusion_candidates", "library_share", "speed_of_light", "roofline", "warp_stalls",
+         "gemm_efficiency", "kernel_popularity", "launch_shape_correlates", "model_efficiency", "time_weighted_kernels",
+         "bottleneck_share", "design_signals", "what_to_fix_first")
 MATERIALIZED = PARTITION_LOCAL + FLEET
 
 
