@@ -124,7 +124,7 @@ def test_views_show_prints_the_sql(run):
     assert run("views", "show", "library_share").output == all_views()["library_share"].sql
     result = run("views", "show", "library_shares")
     assert result.exit_code == 1
-    assert result.output == "Error: no view named 'library_shares'; did you mean library_share?\n"
+    assert result.output.startswith("Error: no view named 'library_shares'; did you mean library_share")   # the closest first
 
 
 def test_query_runs_a_view_with_where_and_limit(run):

@@ -163,6 +163,8 @@ def packaged_definitions() -> str:
     for macro in views.all_macros().values():
         digest.update(f"\0{macro.name}\0{macro.sql}".encode())
     digest.update(repr(sorted(views.reference_tables().items())).encode())
+    # which views a published file holds as tables, and which of them it keeps per partition
+    digest.update(repr((views.PARTITION_LOCAL, views.FLEET)).encode())
     for name in ("metric_catalog.csv", "gpu_peaks.csv", "peaks.py"):
         digest.update(b"\0" + (package / "normalize" / name).read_bytes())
     return digest.hexdigest()

@@ -128,8 +128,9 @@ def reference_tables() -> dict[str, tuple[list[str], list[list[str]]]]:
 
 
 def reads(view: View) -> set[str]:
-    """The other views `view` reads (their names among its words: one pass, not a regex per view)."""
-    return (set(re.findall(r"\w+", view.sql)) & all_views().keys()) - {view.name}
+    """The other views `view` reads (their names among the words of its SQL, comments left out: one pass,
+    not a regex per view)."""
+    return (set(re.findall(r"\w+", re.sub(r"--[^\n]*", "", view.sql))) & all_views().keys()) - {view.name}
 
 
 def creation_order() -> list[View]:
@@ -200,7 +201,7 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
 # others' rows. Each orders its rows by model first, as row_order says.
 PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
                    "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling", "gpu_telemetry",
-                   "rank_balance", "bottleneck_class")
+                   "rank_balance", "bottleneck_class", "timeline_kernel_shapes", "ncu_kernel_counters", "ncu_kernel_rows")
 # Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
 # kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
 # models); bottleneck_class names warp_stalls in its evidence text only.

@@ -12,75 +12,18 @@
 -- An ncu kernel that the model's timelines never ran is kept with gpu_time_ns 0 ('not in timeline').
 -- counter_coverage_pct is the share of the row's real time that has counters (0 or 100 per row; views that
 -- add rows up weight it by time); model_counter_coverage_pct the same for the model and GPU.
-WITH run_days AS (
-    SELECT run_id, coalesce(run_date, CAST(ingested_at AS DATE)) AS run_day FROM runs
-), summary_only AS (
-    -- nsys stats runs without launch rows count through their kernel summary
-    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class,
-           grid_x, grid_y, grid_z, block_x, block_y, block_z,
-           CAST(NULL AS VARCHAR) AS op_shapes, CAST(instances AS BIGINT) AS launches, CAST(total_ns AS DOUBLE) AS gpu_time_ns
-    FROM kernel_summaries
-    WHERE report = 'cuda_gpu_kern_sum' AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches)
-), timeline_launches AS (
-    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z,
-           block_x, block_y, block_z, op_shapes, CAST(1 AS BIGINT) AS launches, CAST(duration_ns AS DOUBLE) AS gpu_time_ns
-    FROM kernel_launches
-    WHERE activity = 'kernel'
-    UNION ALL
-    SELECT run_id, model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z,
-           block_x, block_y, block_z, op_shapes, launches, gpu_time_ns
-    FROM summary_only
-), timeline AS (
-    SELECT t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes,
-           min(t.kernel_base) AS kernel_base, min(t.kernel_signature) AS kernel_signature, min(t.library) AS library, min(t.op_class) AS op_class,
-           sum(t.launches) AS launches, sum(t.gpu_time_ns) AS gpu_time_ns, count(DISTINCT t.run_id) AS runs,
-           max(d.run_day) AS latest_day
-    FROM timeline_launches t
-    LEFT JOIN run_days d ON d.run_id = t.run_id
-    GROUP BY t.model, t.gpu, t.kernel_id, t.grid_x, t.grid_y, t.grid_z, t.block_x, t.block_y, t.block_z, t.op_shapes
-), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM timeline
-), timeline_ids AS (
-    SELECT DISTINCT model, gpu, kernel_id FROM timeline
-), ncu_launches AS (
-    SELECT k.run_id, k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class,
-           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.op_shapes, k.duration_ns,
-           k.sm_pct, k.dram_pct, k.mem_pct, k.l1_hit_pct, k.l2_hit_pct, k.achieved_occupancy_pct, k.tensor_pipe_pct,
-           k.dram_bytes, k.peak_dram_bytes_per_s, d.run_day
-    FROM kernels k
-    LEFT JOIN run_days d ON d.run_id = k.run_id
-), ncu_grains AS (
-    -- one counter set per ncu run and kernel, at two grains in one pass (GROUPING SETS): per launch shape,
-    -- and per kernel identity with all its shapes together (by_identity = 1); duration-weighted over its launches
-    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes,
-           GROUPING(grid_x) AS by_identity,
-           max(run_day) AS run_day, count(*) AS launches, sum(duration_ns) AS ncu_time_ns,
-           time_weighted(sm_pct, duration_ns) AS sm_pct,
-           time_weighted(dram_pct, duration_ns) AS dram_pct,
-           time_weighted(mem_pct, duration_ns) AS mem_pct,
-           time_weighted(l1_hit_pct, duration_ns) AS l1_hit_pct,
-           time_weighted(l2_hit_pct, duration_ns) AS l2_hit_pct,
-           time_weighted(achieved_occupancy_pct, duration_ns) AS achieved_occupancy_pct,
-           time_weighted(tensor_pipe_pct, duration_ns) AS tensor_pipe_pct,
-           avg(dram_bytes) AS dram_bytes_per_launch, avg(duration_ns) AS ncu_ns_per_launch,
-           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
-    FROM ncu_launches
-    GROUP BY GROUPING SETS ((run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes),
-                            (run_id, model, gpu, kernel_id))
-), ncu_shapes AS (
-    SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
-           ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
-           tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
-    FROM ncu_grains WHERE by_identity = 0
+-- Stored per partition: each model's timeline (timeline_kernel_shapes), its most recent ncu counters
+-- (ncu_kernel_counters) and its rows from ncu alone (ncu_kernel_rows); this view picks each timeline row's
+-- counters among them, across models, so a commit recomputes only what it changed beneath it.
+WITH timeline AS (
+    SELECT model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, kernel_base, kernel_signature,
+           library, op_class, launches, gpu_time_ns, runs, latest_day
+    FROM timeline_kernel_shapes
 ), latest_shapes AS (
-    -- per model, the most recent ncu run that profiled each shape (columns listed: Spark's QUALIFY
-    -- rewrite adds a column to SELECT *)
     SELECT run_id, model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, op_shapes, run_day, launches,
            ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
            tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
-    FROM ncu_shapes
-    QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y,
-                                            block_z, op_shapes ORDER BY run_day DESC, run_id) = 1
+    FROM ncu_kernel_counters WHERE grain = 'shape'
 ), fleet_shapes AS (
     -- across models, the most recent ncu run that profiled each shape (ties by model name, not by run id,
     -- which hashes the export's path): with this model's own row, the
@@ -91,16 +34,10 @@ WITH run_days AS (
     FROM latest_shapes
     QUALIFY row_number() OVER (PARTITION BY gpu, kernel_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                             op_shapes ORDER BY run_day DESC, model, run_id) = 1
-), ncu_identity_runs AS (
-    SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct,
-           achieved_occupancy_pct, tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
-    FROM ncu_grains WHERE by_identity = 1
 ), ncu_identities AS (
-    -- per model, the most recent ncu run of each kernel identity
     SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
            tensor_pipe_pct, dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
-    FROM ncu_identity_runs
-    QUALIFY row_number() OVER (PARTITION BY model, gpu, kernel_id ORDER BY run_day DESC, run_id) = 1
+    FROM ncu_kernel_counters WHERE grain = 'identity'
 ), fleet_identities AS (
     -- across models, the most recent ncu run of each kernel identity
     SELECT run_id, model, gpu, kernel_id, run_day, launches, ncu_time_ns, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct,
@@ -166,33 +103,11 @@ WITH run_days AS (
      AND coalesce(b.block_y, -1) = coalesce(t.block_y, -1) AND coalesce(b.block_z, -1) = coalesce(t.block_z, -1)
      AND coalesce(b.op_shapes, '') = coalesce(t.op_shapes, '')
 ), ncu_rows AS (
-    -- models without a timeline on that GPU: ncu's own launches are the time and the counters;
-    -- with one: the identities its timelines never ran, kept at zero weight
-    SELECT n.model, n.gpu, n.kernel_id, min(n.kernel_base) AS kernel_base,
-           min(n.kernel_signature) AS kernel_signature, min(n.library) AS library,
-           min(n.op_class) AS op_class, n.grid_x, n.grid_y, n.grid_z, n.block_x, n.block_y, n.block_z, n.op_shapes,
-           CASE WHEN tm.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
-           count(DISTINCT n.run_id) AS runs, CASE WHEN tm.model IS NULL THEN count(*) ELSE 0 END AS launches,
-           CASE WHEN tm.model IS NULL THEN CAST(sum(n.duration_ns) AS DOUBLE) ELSE 0.0 END AS gpu_time_ns,
-           CASE WHEN tm.model IS NULL THEN 'replayed launches' ELSE 'not in timeline' END AS counter_match,
-           'this model' AS counter_source,
-           CASE WHEN count(DISTINCT n.run_id) = 1 THEN min(n.run_id) END AS borrowed_from_run,
-           n.model AS borrowed_from_model, 0 AS counter_age_days,
-           time_weighted(n.sm_pct, n.duration_ns) AS sm_pct,
-           time_weighted(n.dram_pct, n.duration_ns) AS dram_pct,
-           time_weighted(n.mem_pct, n.duration_ns) AS mem_pct,
-           time_weighted(n.l1_hit_pct, n.duration_ns) AS l1_hit_pct,
-           time_weighted(n.l2_hit_pct, n.duration_ns) AS l2_hit_pct,
-           time_weighted(n.achieved_occupancy_pct, n.duration_ns) AS achieved_occupancy_pct,
-           time_weighted(n.tensor_pipe_pct, n.duration_ns) AS tensor_pipe_pct,
-           avg(n.dram_bytes) AS dram_bytes_per_launch, avg(n.duration_ns) AS ncu_ns_per_launch,
-           max(n.peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
-    FROM ncu_launches n
-    LEFT JOIN timeline_models tm ON tm.model = n.model AND tm.gpu = n.gpu
-    LEFT JOIN timeline_ids ti ON ti.model = n.model AND ti.gpu = n.gpu AND ti.kernel_id = n.kernel_id
-    WHERE ti.kernel_id IS NULL
-    GROUP BY n.model, n.gpu, n.kernel_id, n.grid_x, n.grid_y, n.grid_z, n.block_x, n.block_y, n.block_z, n.op_shapes,
-             tm.model
+    SELECT model, gpu, kernel_id, kernel_base, kernel_signature, library, op_class, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+           op_shapes, time_basis, runs, launches, gpu_time_ns, counter_match, counter_source, borrowed_from_run, borrowed_from_model,
+           counter_age_days, sm_pct, dram_pct, mem_pct, l1_hit_pct, l2_hit_pct, achieved_occupancy_pct, tensor_pipe_pct,
+           dram_bytes_per_launch, ncu_ns_per_launch, peak_dram_bytes_per_s
+    FROM ncu_kernel_rows
 ), all_rows AS (
     SELECT * FROM timeline_rows
     UNION ALL
