@@ -202,7 +202,8 @@ MATERIALIZED = ("kernel_time", "gpu_timeline", "launch_bound", "timeline_shape_f
                 "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "warp_stalls", "bottleneck_class",
                 "gemm_efficiency", "rank_balance", "kernel_popularity", "coverage", "time_weighted_kernels",
                 "bottleneck_share", "design_signals", "what_to_fix_first", "kernel_stalls", "partition_kernels",
-                "partition_peaks", "design_signal_parts", "kernel_run_counts")
+                "partition_peaks", "design_signal_parts", "kernel_run_counts",
+                "gemm_launch_groups", "shared_input_gemms")
 
 
 # Views whose rows for one (model, gpu) partition depend only on that partition's base rows (and the reference
@@ -216,7 +217,8 @@ PARTITION_LOCAL = ("bottleneck_class", "bottleneck_share", "cache_efficiency", "
                    "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
                    "rank_balance", "roofline", "run_framework", "speed_of_light", "timeline_shape_flops",
                    "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts",
-                   "kernel_run_counts")
+                   "kernel_run_counts", "gemm_launch_groups",
+                   "shared_input_gemms")
 
 
 def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:

@@ -1,5 +1,7 @@
 -- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, short-K GEMMs, GEMMs sharing an input (gate/up, q/k/v), fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
--- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
+-- Computed fleet-wide from partition-local stages (design_signal_parts: each partition's launches per signal and
+-- kernel with their sums; shared_input_gemms; partition_kernels; partition_peaks), so that a commit recomputes
+-- the launch work of the partitions it changed only. Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
 -- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
 -- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
 -- real time it stands for where the model has a timeline on that GPU: the kernel's timeline time
@@ -68,6 +70,13 @@ WITH kernel_time_rows AS (
     SELECT * FROM kernel_time
 ), gemm_efficiency_rows AS (
     SELECT * FROM gemm_efficiency
+), signal_parts AS (
+    -- design_signal_parts, partition_peaks and partition_kernels read once each (as the two above)
+    SELECT * FROM design_signal_parts
+), peaks AS (
+    SELECT * FROM partition_peaks
+), kernel_counts AS (
+    SELECT * FROM partition_kernels
 ), model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
     SELECT model, CASE WHEN count(DISTINCT coalesce(framework, '?')) = 1 THEN min(framework) END AS framework
@@ -77,7 +86,7 @@ WITH kernel_time_rows AS (
     -- the H100 SXM) and the highest L2 peak ncu measured (8.55-8.76 TB/s on the corpus H100s; NULL where no export
     -- had the hierarchical roofline); only GPUs whose runs reported the L2 capacity
     SELECT gpu, max(l2_cache_bytes) AS l2_cache_bytes, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s
-    FROM partition_peaks GROUP BY gpu HAVING max(l2_cache_bytes) IS NOT NULL
+    FROM peaks GROUP BY gpu HAVING max(l2_cache_bytes) IS NOT NULL
 ), launches AS (
     -- design_signal_parts: each partition's launches of a kernel that a signal judges, with their sums. A
     -- timeline row's floor is its launches' floor in a timeline (warm caches, no clock measured): bytes that fit in
@@ -107,12 +116,12 @@ WITH kernel_time_rows AS (
         FROM (
             SELECT p.*, p.floor_bytes / NULLIF(g.peak_l2_bytes_per_s, 0) * 1e9 AS l2_floor_ns,
                    coalesce(p.floor_bytes <= g.l2_cache_bytes, false) AS l2_resident
-            FROM design_signal_parts p LEFT JOIN gpu_l2 g ON g.gpu = p.gpu
+            FROM signal_parts p LEFT JOIN gpu_l2 g ON g.gpu = p.gpu
         ) w
     ) f
     LEFT JOIN model_stack ms ON ms.model = f.model
 ), totals AS (
-    SELECT 'ncu replay' AS time_basis, CAST(sum(ncu_ns) AS DOUBLE) AS total_ns FROM partition_kernels
+    SELECT 'ncu replay' AS time_basis, CAST(sum(ncu_ns) AS DOUBLE) AS total_ns FROM kernel_counts
     UNION ALL
     SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time_rows WHERE time_basis = 'timeline'
 ), gemm_signal_rows AS (
@@ -170,47 +179,10 @@ WITH kernel_time_rows AS (
     FROM gemm_signals g CROSS JOIN thresholds t
     -- a GEMV is flagged only below dram_roof_pct of the DRAM peak, time-weighted over its models
     WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
-), timeline_order AS (
-    -- each timeline kernel's place on its stream, and the GEMMs among them (op shapes from the trace)
-    SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base, l.library,
-           l.kernel_display, l.framework_op, l.gemm_m, l.gemm_n, l.gemm_k, l.gemm_batch, l.math_dtype, l.peak_flops_per_s,
-           row_number() OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.start_ns, l.launch_index) AS seq
-    FROM kernel_launches l
-    WHERE l.activity = 'kernel'
-), timeline_gemms AS (
-    SELECT o.*,
-           lag(o.seq) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_seq,
-           lag(o.start_ns + o.duration_ns) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_end_ns,
-           lag(concat(coalesce(o.framework_op, '?'), '|', CAST(o.gemm_m AS VARCHAR), '|', CAST(o.gemm_k AS VARCHAR), '|',
-                      CAST(coalesce(o.gemm_batch, 1) AS VARCHAR), '|', coalesce(o.math_dtype, '?')))
-               OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_input
-    FROM timeline_order o
-    WHERE o.gemm_m IS NOT NULL AND o.gemm_n IS NOT NULL AND o.gemm_k IS NOT NULL
-), shared_input_links AS (
-    -- a GEMM continues its predecessor's group when it is the next GEMM on the stream, at most
-    -- neighbour_kernels_between other kernels later, with the same op, M, K, batch and dtype: the same input A
-    -- (Llama's q/k/v projections back to back; gate_proj, the SiLU of its output, up_proj). The trace records no
-    -- tensor identity, so the shared A is inferred from its shape and the adjacency; an A rewritten in between
-    -- (a norm, a residual add) takes more kernels than the limit allows
-    SELECT g.*,
-           CASE WHEN g.prev_seq IS NOT NULL AND g.seq - g.prev_seq - 1 <= t.neighbour_kernels_between
-                     AND g.prev_input = concat(coalesce(g.framework_op, '?'), '|', CAST(g.gemm_m AS VARCHAR), '|', CAST(g.gemm_k AS VARCHAR), '|',
-                                               CAST(coalesce(g.gemm_batch, 1) AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
-                THEN 0 ELSE 1 END AS starts_group,
-           CASE WHEN g.seq - g.prev_seq = 1 THEN greatest(0, g.start_ns - g.prev_end_ns) ELSE 0 END AS gap_before_ns
-    FROM timeline_gemms g CROSS JOIN thresholds t
-), shared_input_groups AS (
-    SELECT l.*,
-           sum(l.starts_group) OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.seq
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS group_no
-    FROM shared_input_links l
 ), shared_input_members AS (
-    -- each member's floor (A, B and C once at the DRAM peak; its FLOPs at achievable_tensor_pct of its
-    -- dtype's peak) and whether it is the group's longest (the one the others fuse into)
+    -- shared_input_gemms: the members of each group; each member's floor (A, B and C once at the DRAM peak; its
+    -- FLOPs at achievable_tensor_pct of its dtype's peak) and the re-read of A it saves
     SELECT m.*,
-           count(*) OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no) AS group_size,
-           row_number() OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no
-                              ORDER BY m.duration_ns DESC, m.seq) AS time_rank,
            greatest(coalesce(CAST(m.gemm_batch AS DOUBLE) * (CAST(m.gemm_m AS DOUBLE) * m.gemm_k + CAST(m.gemm_k AS DOUBLE) * m.gemm_n
                                                              + CAST(m.gemm_m AS DOUBLE) * m.gemm_n) * m.elem_bytes
                              / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9, 0),
@@ -219,16 +191,13 @@ WITH kernel_time_rows AS (
                AS floor_ns,
            CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9 AS a_read_ns,
            CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes AS a_bytes
-    FROM (SELECT g.*, CASE WHEN g.math_dtype = 'fp64' THEN 8 WHEN g.math_dtype IN ('fp32', 'tf32') THEN 4
-                            WHEN g.math_dtype IN ('bf16', 'fp16') THEN 2
-                            WHEN g.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END AS elem_bytes
-          FROM shared_input_groups g) m
+    FROM shared_input_gemms m
     CROSS JOIN thresholds t
-    LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM partition_peaks GROUP BY gpu) d ON d.gpu = m.gpu
+    LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM peaks GROUP BY gpu) d ON d.gpu = m.gpu
     -- a timeline measures no clock: the compute floor takes the dtype's peak at the GPU's highest clock where
     -- ncu's tensor counters give its peak per cycle (above the datasheet's: 1,070 TFLOP/s BF16 at 1.98 GHz)
     LEFT JOIN (SELECT gpu, math_dtype, max(clock_peak_flops_per_s) AS peak_flops_per_s
-               FROM partition_peaks GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
+               FROM peaks GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
 ), shared_input_occurrences AS (
     -- one row per group of two or more: fusing them into one GEMM (N = the sum of their N) saves, per member
     -- but the longest, its re-read of A from DRAM (an upper bound: A may still sit in L2), never more than those
@@ -363,7 +332,7 @@ WITH kernel_time_rows AS (
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), hopper_gpus AS (
     -- GPUs of compute capability 9.x (Hopper), as any run on them recorded it
-    SELECT gpu FROM partition_peaks GROUP BY gpu HAVING max(run_compute_capability) LIKE '9.%'
+    SELECT gpu FROM peaks GROUP BY gpu HAVING max(run_compute_capability) LIKE '9.%'
 ), pre_hopper_matches AS (
     -- each kernel identity on a Hopper GPU whose name shows an Ampere (sm80) build: its family (pre_hopper_kernels.csv,
     -- lowest priority number first) and its real GPU time (kernel_time: timeline where the model has one)
@@ -438,7 +407,7 @@ WITH kernel_time_rows AS (
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM design_signal_parts b
+    FROM signal_parts b
     WHERE b.signal = 'memory-bound with low L2 hit'
     GROUP BY b.kernel_id
 ), seed_gemm_tensor AS (
@@ -452,7 +421,7 @@ WITH kernel_time_rows AS (
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM design_signal_parts k CROSS JOIN thresholds t
+    FROM signal_parts k CROSS JOIN thresholds t
     WHERE k.signal = 'GEMM-class kernel with low tensor-pipe use'
     GROUP BY k.kernel_id
     HAVING sum(k.tensor_pipe_pct_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0) < max(t.tensor_pipe_low_pct)
@@ -469,25 +438,23 @@ WITH kernel_time_rows AS (
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM design_signal_parts o
+    FROM signal_parts o
     WHERE o.signal = 'register-limited occupancy in a kernel family'
     GROUP BY o.kernel_base
 ), tiny_launches AS (
     -- the seed's tiny-grid launches per kernel, one row per duration and grid size (design_signal_parts)
     SELECT kernel_id, tiny_duration_ns, tiny_grid_size, sum(launches) AS launches
-    FROM design_signal_parts
+    FROM signal_parts
     WHERE signal = 'tiny grid launched many times (fusion or CUDA Graph candidate)'
     GROUP BY kernel_id, tiny_duration_ns, tiny_grid_size
 ), tiny_medians AS (
     -- the median duration and grid size of each kernel's tiny launches from those counts: as median() does, the
     -- middle value, or halfway between the two middle ones (positions floor and ceil of (n - 1) / 2 from 0)
     SELECT kernel_id,
-           max(CASE WHEN what = 'duration' AND position = 'low' THEN value END)
-               + (max(CASE WHEN what = 'duration' AND position = 'high' THEN value END)
-                  - max(CASE WHEN what = 'duration' AND position = 'low' THEN value END)) * 0.5 AS median_duration_ns,
-           max(CASE WHEN what = 'grid' AND position = 'low' THEN value END)
-               + (max(CASE WHEN what = 'grid' AND position = 'high' THEN value END)
-                  - max(CASE WHEN what = 'grid' AND position = 'low' THEN value END)) * 0.5 AS median_grid_size
+           (max(CASE WHEN what = 'duration' AND position = 'low' THEN value END)
+            + max(CASE WHEN what = 'duration' AND position = 'high' THEN value END)) / 2 AS median_duration_ns,
+           (max(CASE WHEN what = 'grid' AND position = 'low' THEN value END)
+            + max(CASE WHEN what = 'grid' AND position = 'high' THEN value END)) / 2 AS median_grid_size
     FROM (
         SELECT c.kernel_id, c.what, c.value, p.position
         FROM (
@@ -520,7 +487,7 @@ WITH kernel_time_rows AS (
            'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM design_signal_parts k CROSS JOIN thresholds t
+    FROM signal_parts k CROSS JOIN thresholds t
     LEFT JOIN tiny_medians md ON md.kernel_id = k.kernel_id
     WHERE k.signal = 'tiny grid launched many times (fusion or CUDA Graph candidate)'
     GROUP BY k.kernel_id
@@ -647,7 +614,7 @@ WITH kernel_time_rows AS (
     -- each signalled kernel's library, implementation, op class and stack, for its library's knob
     SELECT DISTINCT s.kernel_id, s.library, i.implementation, s.op_class, s.framework
     FROM signals s
-    JOIN (SELECT kernel_id, min(implementation) AS implementation FROM partition_kernels GROUP BY kernel_id) i
+    JOIN (SELECT kernel_id, min(implementation) AS implementation FROM kernel_counts GROUP BY kernel_id) i
       ON i.kernel_id = s.kernel_id
 ), library_fix AS (
     -- library_fixes.csv: of the rows matching, the one naming the most (implementation, then op class, then stack)
