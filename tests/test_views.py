@@ -45,7 +45,7 @@ def cupy_to_change(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested_read_only):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signal_parts", "design_signals", "fusion_candidates", "gemm_efficiency", "gemm_launch_groups", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_run_counts", "kernel_stalls", "kernel_time", "launch_bound",
+        "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signal_parts", "design_signals", "fusion_candidates", "gemm_efficiency", "gemm_launch_groups", "gpu_telemetry", "gpu_timeline", "kernel_launch_shapes", "kernel_popularity", "kernel_run_counts", "kernel_stalls", "kernel_time", "launch_bound",
         "launch_shape_correlates", "library_share", "model_efficiency", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels", "partition_kernels", "partition_peaks", "rank_balance", "roofline", "run_framework",
         "shared_input_gemms", "speed_of_light", "thresholds",
         "time_weighted_kernels", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]

@@ -203,7 +203,7 @@ MATERIALIZED = ("kernel_time", "gpu_timeline", "launch_bound", "timeline_shape_f
                 "gemm_efficiency", "rank_balance", "kernel_popularity", "coverage", "time_weighted_kernels",
                 "bottleneck_share", "design_signals", "what_to_fix_first", "kernel_stalls", "partition_kernels",
                 "partition_peaks", "design_signal_parts", "kernel_run_counts",
-                "gemm_launch_groups", "shared_input_gemms")
+                "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
 
 
 # Views whose rows for one (model, gpu) partition depend only on that partition's base rows (and the reference
@@ -218,7 +218,7 @@ PARTITION_LOCAL = ("bottleneck_class", "bottleneck_share", "cache_efficiency", "
                    "rank_balance", "roofline", "run_framework", "speed_of_light", "timeline_shape_flops",
                    "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts",
                    "kernel_run_counts", "gemm_launch_groups",
-                   "shared_input_gemms")
+                   "shared_input_gemms", "kernel_launch_shapes")
 
 
 def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:
