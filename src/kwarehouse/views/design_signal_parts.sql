@@ -2,7 +2,7 @@
 -- Each row's selection, real time (time_basis, real_ns: a launch's ncu duration scaled to the timeline time
 -- of its kernel where the model has a timeline on that GPU), estimate and cut-offs are those of the
 -- fleet-wide design signals, which this view serves: they read these rows, not every launch, so a commit
--- recomputes only the partitions it changed. *_pct_ns columns: sum(counter x ncu duration) over the launches
+-- recomputes only the partitions it changed. Counters (dram_pct, sm_pct, ...): time-weighted over the launches
 -- with that counter, *_weight_ns: their ncu duration (NULL where the signal does not use the counter).
 -- floor_ns (ncu replay rows): the summed floor of the launches (max of the DRAM floor: compulsory bytes at the
 -- DRAM peak, and the compute floor: FLOPs at achievable_tensor_pct or achievable_cuda_core_pct of their roof),
@@ -208,16 +208,22 @@ SELECT model, gpu, kernel_id, kernel_base, time_basis, signal, tiny_duration_ns,
        sum(real_ns) AS real_ns, sum(est_ns) AS est_time_saved_ns,
        sum(real_floor_ns) AS floor_ns, arg_max(floor_basis, real_floor_ns) AS floor_basis, max(real_floor_ns) AS max_floor_ns,
        max(launch_scale) AS launch_scale, floor_bytes, dram_floor_ns, warm_compute_floor_ns, clock_scaled, achievable_pct, roof,
-       sum(dram_pct * duration_ns) AS dram_pct_ns, sum(dram_bytes) AS dram_bytes, sum(compulsory_bytes) AS compulsory_bytes,
-       sum(sm_pct * duration_ns) AS sm_pct_ns, sum(mem_pct * duration_ns) AS mem_pct_ns,
-       sum(occupancy_pct * duration_ns) AS achieved_occupancy_pct_ns,
+       sum(dram_pct * duration_ns) / NULLIF(sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END), 0) AS dram_pct,
+       sum(CASE WHEN dram_pct IS NOT NULL THEN duration_ns END) AS dram_weight_ns,
+       sum(dram_bytes) AS dram_bytes, sum(compulsory_bytes) AS compulsory_bytes,
+       sum(sm_pct * duration_ns) / NULLIF(sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END), 0) AS sm_pct,
+       sum(CASE WHEN sm_pct IS NOT NULL THEN duration_ns END) AS sm_weight_ns,
+       sum(mem_pct * duration_ns) / NULLIF(sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END), 0) AS mem_pct,
+       sum(CASE WHEN mem_pct IS NOT NULL THEN duration_ns END) AS mem_weight_ns,
+       sum(occupancy_pct * duration_ns) / NULLIF(sum(CASE WHEN occupancy_pct IS NOT NULL THEN duration_ns END), 0) AS achieved_occupancy_pct,
        sum(CASE WHEN occupancy_pct IS NOT NULL THEN duration_ns END) AS achieved_occupancy_weight_ns,
-       sum(tensor_efficiency_pct * duration_ns) AS tensor_efficiency_pct_ns,
-       sum(memory_pct * duration_ns) AS memory_pct_ns,
+       sum(tensor_efficiency_pct * duration_ns) / NULLIF(sum(CASE WHEN tensor_efficiency_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_efficiency_pct,
+       sum(CASE WHEN tensor_efficiency_pct IS NOT NULL THEN duration_ns END) AS tensor_efficiency_weight_ns,
+       sum(memory_pct * duration_ns) / NULLIF(sum(CASE WHEN memory_pct IS NOT NULL THEN duration_ns END), 0) AS memory_pct,
        sum(CASE WHEN memory_pct IS NOT NULL THEN duration_ns END) AS memory_weight_ns,
-       sum(l2_hit_pct * duration_ns) AS l2_hit_pct_ns,
+       sum(l2_hit_pct * duration_ns) / NULLIF(sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END), 0) AS l2_hit_pct,
        sum(CASE WHEN l2_hit_pct IS NOT NULL THEN duration_ns END) AS l2_hit_weight_ns,
-       sum(tensor_pipe_pct * duration_ns) AS tensor_pipe_pct_ns,
+       sum(tensor_pipe_pct * duration_ns) / NULLIF(sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END), 0) AS tensor_pipe_pct,
        sum(CASE WHEN tensor_pipe_pct IS NOT NULL THEN duration_ns END) AS tensor_pipe_weight_ns,
        min(waves_per_sm) AS min_waves_per_sm, max(waves_per_sm) AS max_waves_per_sm,
        min(100.0 * (waves_per_sm - ceil(waves_per_sm) + 1)) AS min_last_wave_pct,

@@ -243,7 +243,7 @@ WITH kernel_time_rows AS (
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
            CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat(CAST(round(sum(b.tensor_efficiency_pct_ns) / NULLIF(sum(b.ncu_ns), 0), 2) AS VARCHAR),
+           concat(CAST(round(sum(b.tensor_efficiency_pct * b.tensor_efficiency_weight_ns) / NULLIF(sum(b.ncu_ns), 0), 2) AS VARCHAR),
                   ' % tensor efficiency (', min(b.efficiency_basis), ', time-weighted) < ',
                   CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR), '; ', coalesce(min(b.framework_op), 'no framework op'), ' ',
                   coalesce(min(b.op_shapes), ''), '; math dtype ', min(b.math_dtype)) AS evidence,
@@ -258,13 +258,13 @@ WITH kernel_time_rows AS (
     FROM launches b CROSS JOIN thresholds t
     WHERE b.signal = 'GEMM/conv/attention at low tensor efficiency'
     GROUP BY b.kernel_id, b.time_basis
-    HAVING sum(b.tensor_efficiency_pct_ns) / NULLIF(sum(b.ncu_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(b.real_ns) > 0
+    HAVING sum(b.tensor_efficiency_pct * b.tensor_efficiency_weight_ns) / NULLIF(sum(b.ncu_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(b.real_ns) > 0
 ), reuse AS (
     SELECT 'DRAM-bound with reuse failure' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
            CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat('DRAM ', CAST(round(sum(b.dram_pct_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, moves ',
+           concat('DRAM ', CAST(round(sum(b.dram_pct * b.dram_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, moves ',
                   CAST(round(sum(b.dram_bytes) / sum(b.compulsory_bytes), 2) AS VARCHAR), 'x its compulsory bytes') AS evidence,
            sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
@@ -280,7 +280,7 @@ WITH kernel_time_rows AS (
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
            CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat(min(b.limiter_evidence), '; achieved ', CAST(round(sum(b.achieved_occupancy_pct_ns) / sum(b.ncu_ns), 1) AS VARCHAR),
+           concat(min(b.limiter_evidence), '; achieved ', CAST(round(sum(b.achieved_occupancy_pct * b.achieved_occupancy_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR),
                   ' % (time-weighted); ', CAST(min(b.min_registers_per_thread) AS VARCHAR), '-', CAST(max(b.max_registers_per_thread) AS VARCHAR),
                   ' registers/thread; ', min(b.bottleneck)) AS evidence,
            sum(b.est_time_saved_ns) AS est_time_saved_ns,
@@ -301,8 +301,8 @@ WITH kernel_time_rows AS (
                   CAST(round(max(b.max_waves_per_sm), 2) AS VARCHAR), ' waves per SM, ',
                   CAST(min(b.min_grid_size) AS VARCHAR), '-', CAST(max(b.max_grid_size) AS VARCHAR), ' blocks on ',
                   CAST(CAST(max(b.sm_count) AS BIGINT) AS VARCHAR), ' SMs; SM ',
-                  CAST(round(sum(b.sm_pct_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, memory ',
-                  CAST(round(sum(b.mem_pct_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
+                  CAST(round(sum(b.sm_pct * b.sm_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, memory ',
+                  CAST(round(sum(b.mem_pct * b.mem_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
            sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE (upper bound): the same work spread over the SMs the grid leaves idle, at the same per-SM speed: time x (1 - min(blocks, SMs) / SMs)' AS assumption,
            'grid too small' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
@@ -400,8 +400,8 @@ WITH kernel_time_rows AS (
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, CAST(sum(b.launches) AS BIGINT) AS launches,
            sum(b.ncu_ns) AS gpu_time_ns,
-           concat('memory_pct ', CAST(round(sum(b.memory_pct_ns) / NULLIF(sum(b.memory_weight_ns), 0), 1) AS VARCHAR),
-                  ', l2_hit_pct ', CAST(round(sum(b.l2_hit_pct_ns) / NULLIF(sum(b.l2_hit_weight_ns), 0), 1) AS VARCHAR),
+           concat('memory_pct ', CAST(round(sum(b.memory_pct * b.memory_weight_ns) / NULLIF(sum(b.memory_weight_ns), 0), 1) AS VARCHAR),
+                  ', l2_hit_pct ', CAST(round(sum(b.l2_hit_pct * b.l2_hit_weight_ns) / NULLIF(sum(b.l2_hit_weight_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted)') AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
@@ -415,7 +415,7 @@ WITH kernel_time_rows AS (
            min(k.op_class) AS op_class, count(DISTINCT k.model) AS models,
            array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list, CAST(sum(k.launches) AS BIGINT) AS launches,
            sum(k.ncu_ns) AS gpu_time_ns,
-           concat('tensor_pipe_pct ', CAST(round(sum(k.tensor_pipe_pct_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0), 1) AS VARCHAR),
+           concat('tensor_pipe_pct ', CAST(round(sum(k.tensor_pipe_pct * k.tensor_pipe_weight_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
@@ -424,14 +424,14 @@ WITH kernel_time_rows AS (
     FROM signal_parts k CROSS JOIN thresholds t
     WHERE k.signal = 'GEMM-class kernel with low tensor-pipe use'
     GROUP BY k.kernel_id
-    HAVING sum(k.tensor_pipe_pct_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0) < max(t.tensor_pipe_low_pct)
+    HAVING sum(k.tensor_pipe_pct * k.tensor_pipe_weight_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0) < max(t.tensor_pipe_low_pct)
 ), seed_register AS (
     SELECT 'register-limited occupancy in a kernel family' AS signal, o.kernel_base AS subject,
            CAST(NULL AS VARCHAR) AS kernel_id, min(o.library) AS library, min(o.op_class) AS op_class,
            count(DISTINCT o.model) AS models, array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
            CAST(sum(o.launches) AS BIGINT) AS launches, sum(o.ncu_ns) AS gpu_time_ns,
            concat('registers bind in ', CAST(sum(o.launches) AS VARCHAR), ' launches; achieved_occupancy_pct ',
-                  CAST(round(sum(o.achieved_occupancy_pct_ns) / NULLIF(sum(o.achieved_occupancy_weight_ns), 0), 1) AS VARCHAR),
+                  CAST(round(sum(o.achieved_occupancy_pct * o.achieved_occupancy_weight_ns) / NULLIF(sum(o.achieved_occupancy_weight_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted); registers_per_thread ', CAST(min(o.min_registers_per_thread) AS VARCHAR), '-',
                   CAST(max(o.max_registers_per_thread) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,

@@ -55,7 +55,7 @@ WITH limits AS (
     -- gemm_launch_groups (each partition's GEMM launches grouped by kernel, grid, block, shape and roof) read once
     SELECT * FROM gemm_launch_groups
 ), ncu_waves AS (
-    SELECT model, gpu, kernel_id, grid_size, block_size, sum(waves_per_sm) / sum(waves_launches) AS waves_per_sm
+    SELECT model, gpu, kernel_id, grid_size, block_size, sum(waves_per_sm * waves_launches) / sum(waves_launches) AS waves_per_sm
     FROM parts
     WHERE time_basis = 'ncu replay'
     GROUP BY model, gpu, kernel_id, grid_size, block_size

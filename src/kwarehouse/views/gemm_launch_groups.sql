@@ -6,7 +6,7 @@
 -- (its ncu launches then count for executed FLOPs and waves only); peak_flops_per_s (ncu's dense peak at the
 -- clock it measured) and datasheet_peak_flops_per_s only where its FLOPs are tensor work (tensor counters or
 -- op shapes). executed_flops: the tensor counters' FLOPs summed over executed_launches (the launches that
--- have them); waves_per_sm likewise over waves_launches. Rows differ by roof where ncu measured different
+-- have them); waves_per_sm: the mean over waves_launches. Rows differ by roof where ncu measured different
 -- clocks, so that the fleet view's median roofs see every launch's.
 WITH timeline_models AS (
     SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
@@ -41,7 +41,7 @@ SELECT model, gpu, time_basis, model_has_timeline, kernel_id, grid_size, block_s
        peak_flops_per_s, datasheet_peak_flops_per_s, count(*) AS launches, sum(duration_ns) AS duration_ns,
        min(kernel_base) AS kernel_base, min(kernel_display) AS kernel_display, min(kernel_name) AS kernel_name,
        sum(executed_flops) AS executed_flops, count(executed_flops) AS executed_launches,
-       sum(waves_per_sm) AS waves_per_sm, count(waves_per_sm) AS waves_launches
+       avg(waves_per_sm) AS waves_per_sm, count(waves_per_sm) AS waves_launches
 FROM launches
 GROUP BY model, gpu, time_basis, model_has_timeline, kernel_id, grid_size, block_size, op, m, n, k, batch, math_dtype,
          peak_flops_per_s, datasheet_peak_flops_per_s

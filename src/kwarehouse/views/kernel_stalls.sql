@@ -1,4 +1,4 @@
--- Warp stall sums per model, GPU, kernel identity and stall reason: the ncu launches with that reason, their stall cycles per issued instruction times their weight (instructions issued, else duration) and that weight: the warp stall breakdown of each partition, which the fleet-wide one adds up.
+-- Warp stalls per model, GPU, kernel identity and stall reason: the ncu launches with that reason, their stall cycles per issued instruction (weighted by instructions issued, else duration) and that weight: the warp stall breakdown of each partition, which the fleet-wide one adds up.
 -- Reads the kernels table's stall_<reason> columns (the canonical
 -- smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio metrics), each launch weighted by
 -- smsp__inst_executed.sum, or by its duration where ncu gave no instruction count (weighted_by_time).
@@ -49,7 +49,7 @@ WITH instructions AS (
     ) AS r (reason)
 )
 SELECT model, gpu, kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, count(*) AS launches,
-       sum(value * weight) AS weighted_stall_cycles, sum(weight) AS weight,
+       sum(value * weight) / NULLIF(sum(weight), 0) AS stall_cycles_per_issue, sum(weight) AS weight,
        bool_or(weighted_by_time) AS weighted_by_time, bool_or(coalesce(warp_specialized, false)) AS warp_specialized
 FROM stalls
 WHERE value IS NOT NULL

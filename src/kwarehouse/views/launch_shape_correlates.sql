@@ -1,8 +1,8 @@
 -- Launch shape correlates per kernel identity: how duration and Speed of Light vary with grid and block size, registers and the framework op's input shapes.
 -- Correlations are Pearson's r over launches; NULL where the launch parameter never varies (NaN where it varies
 -- but the other value does not). ns_per_block is the least-squares slope of duration over grid size;
--- slowest_* describe the longest launch. Computed from kernel_launch_shapes (each partition's launches grouped by
--- shape and duration): means first, then the sums of deviations around them, each group's own spread of SM % and
+-- slowest_* describe the longest launch (of launches equally long, the lowest value). Computed from
+-- kernel_launch_shapes (each partition's launches grouped by shape and duration): means first, then the sums of deviations around them, each group's own spread of SM % and
 -- DRAM % added (sum of squares within plus launches x squared distance of its mean), as one pass over the
 -- launches would.
 WITH shapes AS (
@@ -80,14 +80,14 @@ WITH shapes AS (
       ON CASE WHEN p.position = 'low' THEN floor((d.n - 1) / 2.0) ELSE ceil((d.n - 1) / 2.0) END
          BETWEEN d.first_index AND d.last_index
     GROUP BY d.kernel_id, d.library, d.op_class
-), per_kernel AS (
+), per_kernel_sums AS (
     SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, CAST(sum(launches) AS BIGINT) AS launches,
            count(DISTINCT grid_size) AS grid_sizes, count(DISTINCT block_size) AS block_sizes,
            count(DISTINCT registers_per_thread) AS register_counts, count(DISTINCT op_shapes) AS op_shapes_seen,
            min(duration_ns) AS min_duration_ns, max(duration_ns) AS max_duration_ns,
-           arg_max(grid_size, duration_ns) AS slowest_grid_size,
-           arg_max(block_size, duration_ns) AS slowest_block_size,
-           arg_max(op_shapes, duration_ns) AS slowest_op_shapes,
+           max(CASE WHEN grid_size IS NOT NULL THEN duration_ns END) AS slowest_with_grid_ns,
+           max(CASE WHEN block_size IS NOT NULL THEN duration_ns END) AS slowest_with_block_ns,
+           max(CASE WHEN op_shapes IS NOT NULL THEN duration_ns END) AS slowest_with_shapes_ns,
            -- whether each value of a pair varies over the launches with both (a constant one gives NaN, as corr does)
            count(DISTINCT CASE WHEN grid IS NOT NULL THEN duration_ns END) > 1 AS dg_x_varies,
            count(DISTINCT CASE WHEN duration_ns IS NOT NULL THEN grid_size END) > 1 AS dg_y_varies,
@@ -101,6 +101,15 @@ WITH shapes AS (
            count(DISTINCT CASE WHEN dram_pct_launches > 0 THEN grid_size END) > 1 AS rg_y_varies
     FROM shapes
     GROUP BY kernel_id, library, op_class
+), per_kernel AS (
+    -- the grid, block and op shapes of the longest launch that has one (the lowest of launches equally long)
+    SELECT k.*, min(CASE WHEN s.duration_ns = k.slowest_with_grid_ns THEN s.grid_size END) AS slowest_grid_size,
+           min(CASE WHEN s.duration_ns = k.slowest_with_block_ns THEN s.block_size END) AS slowest_block_size,
+           min(CASE WHEN s.duration_ns = k.slowest_with_shapes_ns THEN s.op_shapes END) AS slowest_op_shapes
+    FROM per_kernel_sums k
+    JOIN shapes s ON s.kernel_id IS NOT DISTINCT FROM k.kernel_id AND s.library IS NOT DISTINCT FROM k.library
+                 AND s.op_class IS NOT DISTINCT FROM k.op_class
+    GROUP BY ALL
 )
 SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.launches, k.grid_sizes, k.block_sizes, k.register_counts,
        k.op_shapes_seen, k.min_duration_ns, md.median_duration_ns, k.max_duration_ns,

@@ -45,7 +45,7 @@ WITH limits AS (
     GROUP BY gpu, kernel_id
 ), dram_rows AS (
     -- the time-weighted DRAM % of each kernel's ncu launches on the GPU, from each partition's sums
-    SELECT gpu, kernel_id, sum(dram_pct_ns) / NULLIF(sum(dram_weight_ns), 0) AS dram_pct
+    SELECT gpu, kernel_id, sum(dram_pct * dram_weight_ns) / NULLIF(sum(dram_weight_ns), 0) AS dram_pct
     FROM partition_kernels
     WHERE ncu_launches > 0
     GROUP BY gpu, kernel_id

@@ -11,7 +11,7 @@
 WITH per_kernel_sums AS (
     -- kernel_stalls holds each partition's sums; a kernel's over the fleet add them up
     SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, sum(launches) AS launches,
-           sum(weighted_stall_cycles) AS weighted, sum(weight) AS duration,
+           sum(stall_cycles_per_issue * weight) AS weighted, sum(weight) AS duration,
            bool_or(weighted_by_time) AS any_by_time, bool_or(warp_specialized) AS warp_specialized
     FROM kernel_stalls
     GROUP BY kernel_id, library, op_class, reason
