@@ -187,38 +187,41 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
             raise KwhError(f"internal: view {view.name} does not compile: {str(exc).splitlines()[0]}") from exc
 
 
-# Views that the published warehouse.duckdb holds as tables, computed once per commit instead of by every
-# query that reads them. The timeline ones aggregate every timeline launch (millions of rows at thousands
-# of runs) down to thousands (rank_balance too: a window over every launch); the per-launch verdicts
-# (occupancy, op_compulsory_bytes, warp_stalls, bottleneck_class) are what the verdict views
-# (time_weighted_kernels, bottleneck_share, design_signals, what_to_fix_first) and kwh summary / report
-# read, each nesting them again. The fleet answers built on them (kernel_popularity and coverage, which
-# also count the distinct runs of every launch; time_weighted_kernels, bottleneck_share, design_signals,
-# what_to_fix_first) still took 1-5 s each at 10,000 timeline runs and are small: they are tables too.
-# Their SQL stays the definition: in-memory sessions (a stale or incomplete warehouse.duckdb),
-# `kwh views --dialect` and Spark run it as a view. bench/timeline_views.py measures what this costs at
-# publish and saves per query.
-MATERIALIZED = ("kernel_time", "gpu_timeline", "launch_bound", "timeline_shape_flops", "fusion_candidates",
-                "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "warp_stalls", "bottleneck_class",
-                "gemm_efficiency", "rank_balance", "kernel_popularity", "coverage", "time_weighted_kernels",
-                "bottleneck_share", "design_signals", "what_to_fix_first", "kernel_stalls", "partition_kernels",
-                "partition_peaks", "design_signal_parts", "kernel_run_counts",
-                "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
-
-
-# Views whose rows for one (model, gpu) partition depend only on that partition's base rows (and the reference
-# tables and bottleneck_thresholds): tools/locality.py checks it by restricting the base tables to one
-# partition. publish keeps them as tables and recomputes only the partitions a commit changed; the other
-# materialized views ("fleet" views) are recomputed whole, over these tables. Some local views exist for a
-# fleet view (kernel_stalls for warp_stalls, ...): they hold its per-partition work, so that what is left
-# fleet-wide is an aggregation over per-partition rows, not a pass over every launch.
-PARTITION_LOCAL = ("bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage",
-                   "fusion_candidates", "gpu_telemetry", "gpu_timeline", "kernel_time", "launch_bound",
-                   "library_share", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
-                   "rank_balance", "roofline", "run_framework", "speed_of_light", "timeline_shape_flops",
-                   "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts",
-                   "kernel_run_counts", "gemm_launch_groups",
-                   "shared_input_gemms", "kernel_launch_shapes")
+# Views that the published warehouse.duckdb holds as tables, computed at commit instead of by every query
+# that reads them (each nests the per-launch chain again: design_signals read the kernels table ~30 times
+# and took 12 s at 1,000 runs as a view). Their SQL stays the definition: in-memory sessions (a stale or
+# incomplete warehouse.duckdb), `kwh views --dialect` and Spark run it as a view.
+#
+# PARTITION_LOCAL: views whose rows for one (model, gpu) are exactly the rows they give over that model and
+# GPU's base rows alone (with the reference tables and thresholds), and none without a model and GPU: by
+# their SQL (every window, grouping and join keyed by the run or the model and GPU, or a pure function of
+# its key) and reading only views of this list (tests/test_views.py checks the rows on two partitions).
+# A commit needs to recompute them only for the partitions it changed. The last eight hold the per-partition
+# work of fleet views, which then add up per-partition rows instead of reading every launch (issue 35):
+# kernel_stalls (warp_stalls), partition_kernels and partition_peaks (counts, totals and peaks per partition:
+# design_signals, gemm_efficiency, time_weighted_kernels, model_efficiency), design_signal_parts and
+# shared_input_gemms (design_signals), kernel_run_counts (kernel_popularity), gemm_launch_groups
+# (gemm_efficiency), kernel_launch_shapes (launch_shape_correlates). Each orders its rows by model first.
+PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
+                   "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling", "gpu_telemetry",
+                   "rank_balance", "bottleneck_class",
+                   "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts", "kernel_run_counts",
+                   "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
+# Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
+# kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
+# models); bottleneck_class names warp_stalls in its evidence text only; design_signal_parts takes its
+# model's timeline time and launches per kernel from kernel_time, kernel_run_counts whether its model has a
+# timeline on the GPU (time_basis), never the borrowed counters.
+LOCAL_READS_OF_FLEET = {("clock_throttling", "kernel_time"), ("bottleneck_class", "warp_stalls"),
+                        ("design_signal_parts", "kernel_time"), ("kernel_run_counts", "kernel_time")}
+# FLEET: the materialized views that read across models (kernel_time borrows ncu counters from other models
+# on the same GPU, and its readers inherit that; a GEMM's most similar well-shaped GEMM; shares of the fleet's
+# time; kernels across models; roofline's per-kernel rows over every model), computed whole at each commit
+# that changed any partition, from the local ones' tables.
+FLEET = ("kernel_time", "coverage", "fusion_candidates", "library_share", "speed_of_light", "roofline", "warp_stalls",
+         "gemm_efficiency", "kernel_popularity", "launch_shape_correlates", "model_efficiency", "time_weighted_kernels",
+         "bottleneck_share", "design_signals", "what_to_fix_first")
+MATERIALIZED = PARTITION_LOCAL + FLEET
 
 
 def materialize(con, names: tuple[str, ...] = MATERIALIZED) -> list[str]:

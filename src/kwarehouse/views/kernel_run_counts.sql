@@ -21,4 +21,4 @@ SELECT 'library' AS level, model, gpu, CAST(NULL AS VARCHAR) AS kernel_id, libra
        count(DISTINCT run_id) AS runs
 FROM basis_runs
 GROUP BY model, gpu, library
-ORDER BY level, model, gpu, kernel_id, library
+ORDER BY model, gpu, level, kernel_id, library
