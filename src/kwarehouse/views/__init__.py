@@ -209,11 +209,8 @@ PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy",
                    "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
 # Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
 # kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
-# models); bottleneck_class names warp_stalls in its evidence text only; design_signal_parts takes its
-# model's timeline time and launches per kernel from kernel_time, kernel_run_counts whether its model has a
-# timeline on the GPU (time_basis), never the borrowed counters.
-LOCAL_READS_OF_FLEET = {("clock_throttling", "kernel_time"), ("bottleneck_class", "warp_stalls"),
-                        ("design_signal_parts", "kernel_time"), ("kernel_run_counts", "kernel_time")}
+# models); bottleneck_class names warp_stalls in its evidence text only.
+LOCAL_READS_OF_FLEET = {("clock_throttling", "kernel_time"), ("bottleneck_class", "warp_stalls")}
 # FLEET: the materialized views that read across models (kernel_time borrows ncu counters from other models
 # on the same GPU, and its readers inherit that; a GEMM's most similar well-shaped GEMM; shares of the fleet's
 # time; kernels across models; roofline's per-kernel rows over every model), computed whole at each commit

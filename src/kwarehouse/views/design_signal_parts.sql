@@ -11,18 +11,31 @@
 -- floor_bytes, dram_floor_ns, warm_compute_floor_ns (the compute floor at the GPU's highest clock;
 -- clock_scaled where the measured clock was lower), achievable_pct and roof, and launch_scale (real launches
 -- per ncu launch). The seed's tiny-grid signal keeps one row per duration_ns and grid_size, for its medians.
-WITH real_weights AS (
+WITH timeline_time AS (
+    -- each kernel's time and launches on the partition's timelines (nsys, PyTorch traces; an nsys stats run
+    -- without launch rows through its kernel summary): what the real-GPU-time view's timeline rows add up
+    SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
+    FROM (SELECT model, gpu, kernel_id, CAST(1 AS BIGINT) AS launches, CAST(duration_ns AS DOUBLE) AS gpu_time_ns
+          FROM kernel_launches
+          WHERE activity = 'kernel'
+          UNION ALL
+          SELECT model, gpu, kernel_id, CAST(instances AS BIGINT) AS launches, CAST(total_ns AS DOUBLE) AS gpu_time_ns
+          FROM kernel_summaries
+          WHERE report = 'cuda_gpu_kern_sum' AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches)) t
+    GROUP BY model, gpu, kernel_id
+), timeline_models AS (
+    SELECT DISTINCT model, gpu FROM timeline_time
+), real_weights AS (
     -- per kernel: how much real time (and how many real launches) one ns (one launch) of its ncu replays
-    -- stands for; 1 where the model has no timeline on that GPU
+    -- stands for (0 for a kernel the model's timelines never ran); 1 where the model has no timeline on that GPU
     SELECT n.model, n.gpu, n.kernel_id,
-           CASE WHEN r.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
-           CASE WHEN r.model IS NULL THEN 1.0 ELSE coalesce(r.timeline_ns / NULLIF(n.ncu_ns, 0), 0.0) END AS time_scale,
-           CASE WHEN r.model IS NULL THEN 1.0 ELSE r.timeline_launches / n.ncu_launches END AS launch_scale
+           CASE WHEN tm.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
+           CASE WHEN tm.model IS NULL THEN 1.0 ELSE coalesce(r.timeline_ns / NULLIF(n.ncu_ns, 0), 0.0) END AS time_scale,
+           CASE WHEN tm.model IS NULL THEN 1.0 ELSE coalesce(r.timeline_launches, 0.0) / n.ncu_launches END AS launch_scale
     FROM (SELECT model, gpu, kernel_id, ncu_ns, CAST(ncu_launches AS DOUBLE) AS ncu_launches
           FROM partition_kernels WHERE ncu_launches > 0) n
-    LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
-               FROM kernel_time WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
-      ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
+    LEFT JOIN timeline_models tm ON tm.model = n.model AND tm.gpu = n.gpu
+    LEFT JOIN timeline_time r ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
 ), launch_floors AS (
     -- each ncu launch's floor, the time it cannot beat: max(memory floor: the bytes it must move (its op's
     -- compulsory bytes; a GEMM's A, B and C once) at the DRAM peak, compute floor: its FLOPs (the op's from
