@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 import shutil
 import subprocess
@@ -237,5 +238,22 @@ def golden(request):
                 pytest.fail(f"{path} did not exist; written now, check it and commit it")
         with open(path, newline="", encoding="utf-8") as handle:
             expected = list(csv.reader(handle))
-        assert text == expected, f"{name} differs from {path}; run pytest --update-golden if intended"
+        assert text == expected or _same_but_last_digits(text, expected), \
+            f"{name} differs from {path}; run pytest --update-golden if intended"
     return check
+
+
+def _same_but_last_digits(found: list[list[str]], expected: list[list[str]]) -> bool:
+    """Whether two golden texts differ only in the last printed digit of some floats: a sum of short decimals
+    (ncu's ratios x instruction counts) can land on a rounding boundary of the 10th digit, where the order of
+    a parallel sum decides its last bit and so the digit printed."""
+    def close(a: str, b: str) -> bool:
+        if a == b:
+            return True
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        return math.isclose(x, y, rel_tol=2e-9)
+    return len(found) == len(expected) and all(
+        len(f) == len(e) and all(close(a, b) for a, b in zip(f, e)) for f, e in zip(found, expected))

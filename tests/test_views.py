@@ -45,11 +45,14 @@ def cupy_to_change(warehouse) -> Warehouse:
 
 def test_every_view_has_a_description_and_compiles(ingested_read_only):
     assert sorted(views.all_views()) == [
-        "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage", "design_signals", "fusion_candidates", "gemm_efficiency", "gpu_telemetry", "gpu_timeline", "kernel_popularity", "kernel_time", "launch_bound",
-        "launch_shape_correlates", "library_share", "model_efficiency", "ncu_kernel_counters", "ncu_kernel_rows", "nvtx_gpu_time",
-        "occupancy", "op_compulsory_bytes", "op_kernels", "rank_balance", "roofline", "run_framework",
-        "speed_of_light", "thresholds",
-        "time_weighted_kernels", "timeline_kernel_shapes", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
+        "bottleneck_class", "bottleneck_share", "cache_efficiency", "clock_throttling", "coverage",
+        "design_signal_parts", "design_signals", "fusion_candidates", "gemm_efficiency", "gemm_launch_groups",
+        "gpu_telemetry", "gpu_timeline", "kernel_launch_shapes", "kernel_popularity", "kernel_run_counts",
+        "kernel_stalls", "kernel_time", "launch_bound", "launch_shape_correlates", "library_share",
+        "model_efficiency", "ncu_kernel_counters", "ncu_kernel_rows", "nvtx_gpu_time", "occupancy",
+        "op_compulsory_bytes", "op_kernels", "partition_kernels", "partition_peaks", "rank_balance", "roofline",
+        "run_framework", "shared_input_gemms", "speed_of_light", "thresholds", "time_weighted_kernels",
+        "timeline_kernel_shapes", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():
         assert len(view.description) > 30, view.name
         assert "read_parquet" not in view.sql and "SELECT *" not in view.sql.split("\n")[-8:], view.name
@@ -148,14 +151,16 @@ def test_warp_stalls_by_hand(cupy):
 
 def test_every_stall_reason_has_a_kernels_column_and_warp_stalls_reads_it(ingested_read_only):
     """The catalog's stall metrics, the kernels stall_<reason> columns, their headline mapping and the
-    reasons warp_stalls unpivots are one list, and each column holds its launch's metric value."""
+    reasons warp_stalls unpivots (in kernel_stalls, each partition's sums it adds up) are one list, and
+    each column holds its launch's metric value."""
     from kwarehouse import normalize, schema
     catalog = {m.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")
                for m in normalize.metric_catalog()["metric"]
                if m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")}
     columns = {c.removeprefix("stall_") for c, _ in schema.tables()["kernels"].sql_types if c.startswith("stall_")}
     headline = {c.removeprefix("stall_") for c in normalize.headline_metrics() if c.startswith("stall_")}
-    view = views.view_named("warp_stalls").sql
+    view = views.view_named("kernel_stalls").sql
+    assert "kernel_stalls" in views.reads(views.view_named("warp_stalls"))
     assert len(catalog) >= 19 and catalog == columns == headline
     assert all(f"('{r}')" in view and f"WHEN '{r}' THEN k.stall_{r}" in view for r in columns)
     mismatched = rows(ingested_read_only, " UNION ALL ".join(
@@ -270,3 +275,37 @@ def test_a_misspelled_view_suggests_the_right_one():
         views.view_named("bottlenek_class")
     with pytest.raises(KwhError, match=r"no view named 'zzz'; kwh views lists them"):
         views.view_named("zzz")
+
+
+def _partition_rows(con, view: str, model: str, gpu: str) -> list[str]:
+    # floats to 9 significant digits: parallel sums differ in the last bits from run to run
+    found = con.execute(f'SELECT * FROM "{view}" WHERE model = ? AND gpu = ?', [model, gpu]).fetchall()
+    return sorted(repr(tuple(float(f"{x:.9g}") if isinstance(x, float) else x for x in row)) for row in found)
+
+
+def test_partition_local_views_need_only_their_partition(ingested_read_only):
+    # publish keeps PARTITION_LOCAL views as tables and recomputes only the partitions a commit changed: a
+    # view's rows for one (model, gpu) must be those it gives over that partition's base rows alone. Checked
+    # on a partition with a timeline beside ncu runs and on one without (tools/locality.py does it at scale)
+    import duckdb
+    from kwarehouse import schema
+    from kwarehouse.store import bind
+    full = ingested_read_only.connect()
+    timeline = set(full.execute("SELECT DISTINCT model, gpu FROM kernel_launches").fetchall())
+    ncu = full.execute("SELECT DISTINCT model, gpu FROM kernels ORDER BY ALL").fetchall()
+    picked = [p for p in ncu if p in timeline][:1] + [p for p in ncu if p not in timeline][:1]
+    assert len(picked) == 2
+    for model, gpu in picked:
+        alone = duckdb.connect()
+        alone.execute(f"ATTACH '{ingested_read_only.duckdb_path}' AS pub (READ_ONLY)")
+        only = "model = '{}' AND gpu = '{}'".format(model.replace("'", "''"), gpu.replace("'", "''"))
+        for table in schema.tables():
+            # the rollups are daily sums over every partition, read by no view
+            where = "" if table.startswith("rollup") else f" WHERE {only}"
+            alone.execute(f'CREATE VIEW "{table}" AS SELECT * FROM pub."{table}"{where}')
+        bind.add_reference_tables(alone)
+        views.create_all(alone, ingested_read_only.root)
+        for view in views.PARTITION_LOCAL:
+            assert _partition_rows(alone, view, model, gpu) == _partition_rows(full, view, model, gpu), (view, model, gpu)
+        alone.close()
+    full.close()

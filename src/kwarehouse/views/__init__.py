@@ -196,12 +196,21 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
 # PARTITION_LOCAL: views whose rows for one (model, gpu) are exactly the rows they give over that model and
 # GPU's base rows alone (with the reference tables and thresholds), and none without a model and GPU: by
 # their SQL (every window, grouping and join keyed by the run or the model and GPU, or a pure function of
-# its key) and reading only views of this list (tests/store/test_materialize.py checks the reads and the
-# rows). publish recomputes only the partitions a commit changed (store/materialize.py) and keeps the
-# others' rows. Each orders its rows by model first, as row_order says.
+# its key) and reading only views of this list (tests/store/test_materialize.py checks the reads, and the
+# rows after commits; tests/test_views.py the rows of two partitions). publish recomputes only the
+# partitions a commit changed (store/materialize.py) and keeps the others' rows. Several hold the
+# per-partition work of fleet views, which then add up per-partition rows instead of reading every launch
+# (issue 35): timeline_kernel_shapes, ncu_kernel_counters and ncu_kernel_rows (kernel_time), kernel_stalls
+# (warp_stalls), partition_kernels and partition_peaks (counts, totals and peaks per partition:
+# design_signals, gemm_efficiency, time_weighted_kernels, model_efficiency), design_signal_parts and
+# shared_input_gemms (design_signals), kernel_run_counts (kernel_popularity), gemm_launch_groups
+# (gemm_efficiency), kernel_launch_shapes (launch_shape_correlates). Each orders its rows by model first,
+# as row_order says.
 PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
                    "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling", "gpu_telemetry",
-                   "rank_balance", "bottleneck_class", "timeline_kernel_shapes", "ncu_kernel_counters", "ncu_kernel_rows")
+                   "rank_balance", "bottleneck_class", "timeline_kernel_shapes", "ncu_kernel_counters", "ncu_kernel_rows",
+                   "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts", "kernel_run_counts",
+                   "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
 # Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
 # kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
 # models); bottleneck_class names warp_stalls in its evidence text only.

@@ -1,5 +1,7 @@
 -- Design signals for GPU architects and library authors, each with its subject, evidence, models, GPU time, an estimated time saved (with its assumption) and the fix: misaligned GEMMs on fallback kernels, GEMM/conv/attention at low tensor efficiency, DRAM-bound kernels failing the reuse test, truly register-limited occupancy, grids too small to fill the GPU, partial last waves, Ampere (sm80) kernels running on Hopper, short-K GEMMs, GEMMs sharing an input (gate/up, q/k/v), fusable chains of small kernels and launch-bound runs; plus the seed's four signals as it computed them (source 'seed heuristic').
--- Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
+-- Computed fleet-wide from partition-local stages (design_signal_parts: each partition's launches per signal and
+-- kernel with their sums; shared_input_gemms; partition_kernels; partition_peaks), so that a commit recomputes
+-- the launch work of the partitions it changed only. Cut-offs come from bottleneck_thresholds. time_basis says what gpu_time_ns is: 'timeline' (real GPU time
 -- of the model's nsys/PyTorch runs) or 'ncu replay' (ncu's serialised replays of the profiled launches; small
 -- kernels read 1.6-2.5x long), one row per basis. The signals judged on ncu launches weigh each launch by the
 -- real time it stands for where the model has a timeline on that GPU: the kernel's timeline time
@@ -68,103 +70,58 @@ WITH kernel_time_rows AS (
     SELECT * FROM kernel_time
 ), gemm_efficiency_rows AS (
     SELECT * FROM gemm_efficiency
+), signal_parts AS (
+    -- design_signal_parts, partition_peaks and partition_kernels read once each (as the two above)
+    SELECT * FROM design_signal_parts
+), peaks AS (
+    SELECT * FROM partition_peaks
+), kernel_counts AS (
+    SELECT * FROM partition_kernels
 ), model_stack AS (
     -- each model's stack (run_framework), NULL where its runs disagree or nothing says
     SELECT model, CASE WHEN count(DISTINCT coalesce(framework, '?')) = 1 THEN min(framework) END AS framework
     FROM run_framework GROUP BY model
-), real_weights AS (
-    -- per model, GPU and kernel: how much real time (and how many real launches) one ns (one launch) of its
-    -- ncu replays stands for; 1 where the model has no timeline on that GPU
-    SELECT n.model, n.gpu, n.kernel_id,
-           CASE WHEN r.model IS NULL THEN 'ncu replay' ELSE 'timeline' END AS time_basis,
-           CASE WHEN r.model IS NULL THEN 1.0 ELSE coalesce(r.timeline_ns / NULLIF(n.ncu_ns, 0), 0.0) END AS time_scale,
-           CASE WHEN r.model IS NULL THEN 1.0 ELSE r.timeline_launches / n.ncu_launches END AS launch_scale
-    FROM (SELECT model, gpu, kernel_id, CAST(sum(duration_ns) AS DOUBLE) AS ncu_ns, CAST(count(*) AS DOUBLE) AS ncu_launches
-          FROM kernels GROUP BY model, gpu, kernel_id) n
-    LEFT JOIN (SELECT model, gpu, kernel_id, sum(gpu_time_ns) AS timeline_ns, CAST(sum(launches) AS DOUBLE) AS timeline_launches
-               FROM kernel_time_rows WHERE time_basis = 'timeline' GROUP BY model, gpu, kernel_id) r
-      ON r.model = n.model AND r.gpu = n.gpu AND r.kernel_id = n.kernel_id
 ), gpu_l2 AS (
-    -- per GPU: the L2 capacity (device__attribute_l2_cache_size, 50 MiB on the H100 SXM) and the highest L2 peak
-    -- ncu measured (8.55-8.76 TB/s on the corpus H100s; NULL where no export had the hierarchical roofline)
-    SELECT c.gpu, c.l2_cache_bytes, p.peak_l2_bytes_per_s
-    FROM (SELECT gpu, max(value) AS l2_cache_bytes FROM metrics WHERE metric = 'device__attribute_l2_cache_size' GROUP BY gpu) c
-    LEFT JOIN (SELECT gpu, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s FROM kernels GROUP BY gpu) p ON p.gpu = c.gpu
-), launch_floors AS (
-    -- each ncu launch's floor, the time it cannot beat: max(memory floor: the bytes it must move (its op's
-    -- compulsory bytes; a GEMM's A, B and C once) at the DRAM peak, compute floor: its FLOPs (the op's from
-    -- shapes, else executed ones from the counters) at achievable_tensor_pct of its tensor roof or
-    -- achievable_cuda_core_pct of its CUDA-core roof). A tensor kernel whose tensor work was not counted has no
-    -- compute floor (its counted FLOPs are its epilogue's); a launch with neither keeps floor 0.
-    -- warm_floor_ns is the floor of the same launch in a timeline (warm caches, no clock measured): bytes that fit
-    -- in L2 at the L2 peak (no memory floor where no L2 peak is known: the DRAM floor exceeds what such a kernel
-    -- takes, and a floor must err low), the FLOPs at the roof of the GPU's highest clock
-    SELECT f.run_id, f.launch_id, f.grid_size, f.sm_count, f.dram_floor_ns, f.compute_floor_ns,
-           greatest(coalesce(f.dram_floor_ns, 0), coalesce(f.compute_floor_ns, 0)) AS floor_ns,
-           CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
-                WHEN coalesce(f.dram_floor_ns, 0) >= coalesce(f.compute_floor_ns, 0) THEN 'DRAM: compulsory bytes at the DRAM peak'
-                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak') END AS floor_basis,
-           greatest(coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0),
-                    coalesce(f.compute_floor_ns * f.clock_ratio, 0)) AS warm_floor_ns,
-           CASE WHEN f.dram_floor_ns IS NULL AND f.compute_floor_ns IS NULL THEN 'none known'
-                WHEN f.l2_resident AND f.l2_floor_ns IS NULL AND f.compute_floor_ns IS NULL
-                THEN 'none known: bytes within the L2 (warm caches), no L2 peak known'
-                WHEN coalesce(CASE WHEN f.l2_resident THEN f.l2_floor_ns ELSE f.dram_floor_ns END, 0)
-                     >= coalesce(f.compute_floor_ns * f.clock_ratio, 0)
-                THEN CASE WHEN f.l2_resident THEN 'L2: compulsory bytes within the L2 (warm caches) at the L2 peak'
-                          ELSE 'DRAM: compulsory bytes at the DRAM peak' END
-                ELSE concat('compute: FLOPs at ', CAST(f.achievable_pct AS VARCHAR), ' % of the ', f.roof, ' peak',
-                            CASE WHEN f.clock_ratio < 1 THEN ' at the GPU''s highest clock' ELSE '' END,
-                            CASE WHEN f.l2_resident AND f.l2_floor_ns IS NULL
-                                 THEN '; bytes within the L2, no L2 peak known: no memory floor' ELSE '' END) END AS warm_floor_basis
-    FROM (
-        SELECT b.*, b.bytes / NULLIF(b.peak_dram_bytes_per_s, 0) * 1e9 AS dram_floor_ns,
-               b.bytes / NULLIF(b.peak_l2_bytes_per_s, 0) * 1e9 AS l2_floor_ns,
-               coalesce(b.bytes <= b.l2_cache_bytes, false) AS l2_resident
-        FROM (
-            SELECT k.run_id, k.launch_id, k.grid_size, k.sm_count, k.peak_dram_bytes_per_s, g.peak_l2_bytes_per_s, g.l2_cache_bytes,
-                   coalesce(c.compulsory_bytes,
-                            CAST(k.gemm_batch AS DOUBLE) * (CAST(k.gemm_m AS DOUBLE) * k.gemm_k + CAST(k.gemm_k AS DOUBLE) * k.gemm_n
-                                                            + CAST(k.gemm_m AS DOUBLE) * k.gemm_n)
-                                * CASE WHEN k.math_dtype = 'fp64' THEN 8 WHEN k.math_dtype IN ('fp32', 'tf32') THEN 4
-                                       WHEN k.math_dtype IN ('bf16', 'fp16') THEN 2
-                                       WHEN k.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END) AS bytes,
-                   CASE WHEN k.flops > 0 AND NOT coalesce(k.op_class IN ('gemm', 'conv', 'attention')
-                                                          AND k.flops_source = 'ncu CUDA-core counters'
-                                                          AND coalesce(k.math_dtype, 'unknown') NOT IN ('fp32', 'fp64'), false)
-                        THEN k.flops / NULLIF(k.peak_flops_per_s * CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s)
-                                                                        THEN t.achievable_cuda_core_pct ELSE t.achievable_tensor_pct END / 100.0, 0) * 1e9
-                   END AS compute_floor_ns,
-                   -- the measured clock over the highest, where the roof is ncu's peak per cycle x that clock (tensor
-                   -- counters): the compute floor at the highest clock (a timeline measures none)
-                   CASE WHEN k.flops_source = 'ncu tensor counters'
-                        THEN coalesce(least(1.0, k.sm_clock_hz / NULLIF(k.max_sm_clock_hz, 0)), 1.0) ELSE 1.0 END AS clock_ratio,
-                   CASE WHEN k.peak_flops_per_s IN (k.peak_fp32_flops_per_s, k.peak_fp64_flops_per_s) THEN t.achievable_cuda_core_pct
-                        ELSE t.achievable_tensor_pct END AS achievable_pct,
-                   CASE WHEN k.peak_flops_per_s = k.peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
-                        WHEN k.peak_flops_per_s = k.peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
-                        ELSE concat(coalesce(k.math_dtype, 'unknown'), ' dense tensor') END AS roof
-            FROM kernels k CROSS JOIN thresholds t
-            LEFT JOIN op_compulsory_bytes c ON c.run_id = k.run_id AND c.launch_id = k.launch_id
-            LEFT JOIN gpu_l2 g ON g.gpu = k.gpu
-        ) b
-    ) f
+    -- per GPU (partition_peaks, over its partitions): the L2 capacity (device__attribute_l2_cache_size, 50 MiB on
+    -- the H100 SXM) and the highest L2 peak ncu measured (8.55-8.76 TB/s on the corpus H100s; NULL where no export
+    -- had the hierarchical roofline); only GPUs whose runs reported the L2 capacity
+    SELECT gpu, max(l2_cache_bytes) AS l2_cache_bytes, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s
+    FROM peaks GROUP BY gpu HAVING max(l2_cache_bytes) IS NOT NULL
 ), launches AS (
-    -- bottleneck_class and occupancy read once; the signals below all work from this
-    SELECT b.run_id, b.launch_id, b.model, b.kernel_id, w.time_basis, b.duration_ns * w.time_scale AS real_ns,
-           w.launch_scale, b.library, b.op_class, b.kernel_base, b.bottleneck,
-           b.limiting_unit, b.seed_class, b.duration_ns, b.sm_pct, b.dram_pct, b.mem_pct, b.memory_pct, b.l2_hit_pct,
-           b.waves_per_sm, b.dram_bytes, b.compulsory_bytes, b.dram_to_compulsory, b.achieved_occupancy_pct,
-           o.occupancy_limiter, o.limiter_evidence, o.binding_limit, o.registers_per_thread, ms.framework,
-           lf.grid_size, lf.sm_count,
-           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_ns ELSE lf.floor_ns END * w.launch_scale AS real_floor_ns,
-           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_basis ELSE lf.floor_basis END AS floor_basis
-    FROM bottleneck_class b JOIN occupancy o ON o.run_id = b.run_id AND o.launch_id = b.launch_id
-    JOIN launch_floors lf ON lf.run_id = b.run_id AND lf.launch_id = b.launch_id
-    LEFT JOIN model_stack ms ON ms.model = b.model
-    JOIN real_weights w ON w.model = b.model AND w.gpu = b.gpu AND w.kernel_id = b.kernel_id
+    -- design_signal_parts: each partition's launches of a kernel that a signal judges, with their sums. A
+    -- timeline row's floor is its launches' floor in a timeline (warm caches, no clock measured): bytes that fit in
+    -- L2 at the L2 peak (no memory floor where no L2 peak is known: the DRAM floor exceeds what such a kernel
+    -- takes, and a floor must err low), the FLOPs at the roof of the GPU's highest clock; an ncu replay row's
+    -- floor is summed there (its launches' own DRAM and compute floors). top_floor_ns and top_floor_basis: the
+    -- highest launch floor of the row and its basis
+    SELECT f.*, ms.framework,
+           CASE WHEN f.time_basis = 'timeline' THEN f.warm_floor_ns * f.launch_scale * f.launches ELSE f.floor_ns END AS real_floor_ns,
+           CASE WHEN f.time_basis = 'timeline' THEN f.warm_floor_ns * f.launch_scale ELSE f.max_floor_ns END AS top_floor_ns,
+           CASE WHEN f.time_basis = 'timeline' THEN f.warm_floor_basis ELSE f.floor_basis END AS top_floor_basis
+    FROM (
+        SELECT w.*,
+               greatest(coalesce(CASE WHEN w.l2_resident THEN w.l2_floor_ns ELSE w.dram_floor_ns END, 0),
+                        coalesce(w.warm_compute_floor_ns, 0)) AS warm_floor_ns,
+               CASE WHEN w.dram_floor_ns IS NULL AND w.warm_compute_floor_ns IS NULL THEN 'none known'
+                    WHEN w.l2_resident AND w.l2_floor_ns IS NULL AND w.warm_compute_floor_ns IS NULL
+                    THEN 'none known: bytes within the L2 (warm caches), no L2 peak known'
+                    WHEN coalesce(CASE WHEN w.l2_resident THEN w.l2_floor_ns ELSE w.dram_floor_ns END, 0)
+                         >= coalesce(w.warm_compute_floor_ns, 0)
+                    THEN CASE WHEN w.l2_resident THEN 'L2: compulsory bytes within the L2 (warm caches) at the L2 peak'
+                              ELSE 'DRAM: compulsory bytes at the DRAM peak' END
+                    ELSE concat('compute: FLOPs at ', CAST(w.achievable_pct AS VARCHAR), ' % of the ', w.roof, ' peak',
+                                CASE WHEN w.clock_scaled THEN ' at the GPU''s highest clock' ELSE '' END,
+                                CASE WHEN w.l2_resident AND w.l2_floor_ns IS NULL
+                                     THEN '; bytes within the L2, no L2 peak known: no memory floor' ELSE '' END) END AS warm_floor_basis
+        FROM (
+            SELECT p.*, p.floor_bytes / NULLIF(g.peak_l2_bytes_per_s, 0) * 1e9 AS l2_floor_ns,
+                   coalesce(p.floor_bytes <= g.l2_cache_bytes, false) AS l2_resident
+            FROM signal_parts p LEFT JOIN gpu_l2 g ON g.gpu = p.gpu
+        ) w
+    ) f
+    LEFT JOIN model_stack ms ON ms.model = f.model
 ), totals AS (
-    SELECT 'ncu replay' AS time_basis, CAST(sum(duration_ns) AS DOUBLE) AS total_ns FROM kernels
+    SELECT 'ncu replay' AS time_basis, CAST(sum(ncu_ns) AS DOUBLE) AS total_ns FROM kernel_counts
     UNION ALL
     SELECT 'timeline', CAST(sum(gpu_time_ns) AS DOUBLE) FROM kernel_time_rows WHERE time_basis = 'timeline'
 ), gemm_signal_rows AS (
@@ -222,47 +179,10 @@ WITH kernel_time_rows AS (
     FROM gemm_signals g CROSS JOIN thresholds t
     -- a GEMV is flagged only below dram_roof_pct of the DRAM peak, time-weighted over its models
     WHERE g.fix_key <> 'GEMV below memory roof' OR g.pct_of_dram_roof < t.dram_roof_pct
-), timeline_order AS (
-    -- each timeline kernel's place on its stream, and the GEMMs among them (op shapes from the trace)
-    SELECT l.run_id, l.model, l.gpu, l.device_id, l.stream_id, l.start_ns, l.duration_ns, l.kernel_id, l.kernel_base, l.library,
-           l.kernel_display, l.framework_op, l.gemm_m, l.gemm_n, l.gemm_k, l.gemm_batch, l.math_dtype, l.peak_flops_per_s,
-           row_number() OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.start_ns, l.launch_index) AS seq
-    FROM kernel_launches l
-    WHERE l.activity = 'kernel'
-), timeline_gemms AS (
-    SELECT o.*,
-           lag(o.seq) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_seq,
-           lag(o.start_ns + o.duration_ns) OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_end_ns,
-           lag(concat(coalesce(o.framework_op, '?'), '|', CAST(o.gemm_m AS VARCHAR), '|', CAST(o.gemm_k AS VARCHAR), '|',
-                      CAST(coalesce(o.gemm_batch, 1) AS VARCHAR), '|', coalesce(o.math_dtype, '?')))
-               OVER (PARTITION BY o.run_id, o.device_id, o.stream_id ORDER BY o.seq) AS prev_input
-    FROM timeline_order o
-    WHERE o.gemm_m IS NOT NULL AND o.gemm_n IS NOT NULL AND o.gemm_k IS NOT NULL
-), shared_input_links AS (
-    -- a GEMM continues its predecessor's group when it is the next GEMM on the stream, at most
-    -- neighbour_kernels_between other kernels later, with the same op, M, K, batch and dtype: the same input A
-    -- (Llama's q/k/v projections back to back; gate_proj, the SiLU of its output, up_proj). The trace records no
-    -- tensor identity, so the shared A is inferred from its shape and the adjacency; an A rewritten in between
-    -- (a norm, a residual add) takes more kernels than the limit allows
-    SELECT g.*,
-           CASE WHEN g.prev_seq IS NOT NULL AND g.seq - g.prev_seq - 1 <= t.neighbour_kernels_between
-                     AND g.prev_input = concat(coalesce(g.framework_op, '?'), '|', CAST(g.gemm_m AS VARCHAR), '|', CAST(g.gemm_k AS VARCHAR), '|',
-                                               CAST(coalesce(g.gemm_batch, 1) AS VARCHAR), '|', coalesce(g.math_dtype, '?'))
-                THEN 0 ELSE 1 END AS starts_group,
-           CASE WHEN g.seq - g.prev_seq = 1 THEN greatest(0, g.start_ns - g.prev_end_ns) ELSE 0 END AS gap_before_ns
-    FROM timeline_gemms g CROSS JOIN thresholds t
-), shared_input_groups AS (
-    SELECT l.*,
-           sum(l.starts_group) OVER (PARTITION BY l.run_id, l.device_id, l.stream_id ORDER BY l.seq
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS group_no
-    FROM shared_input_links l
 ), shared_input_members AS (
-    -- each member's floor (A, B and C once at the DRAM peak; its FLOPs at achievable_tensor_pct of its
-    -- dtype's peak) and whether it is the group's longest (the one the others fuse into)
+    -- shared_input_gemms: the members of each group; each member's floor (A, B and C once at the DRAM peak; its
+    -- FLOPs at achievable_tensor_pct of its dtype's peak) and the re-read of A it saves
     SELECT m.*,
-           count(*) OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no) AS group_size,
-           row_number() OVER (PARTITION BY m.run_id, m.device_id, m.stream_id, m.group_no
-                              ORDER BY m.duration_ns DESC, m.seq) AS time_rank,
            greatest(coalesce(CAST(m.gemm_batch AS DOUBLE) * (CAST(m.gemm_m AS DOUBLE) * m.gemm_k + CAST(m.gemm_k AS DOUBLE) * m.gemm_n
                                                              + CAST(m.gemm_m AS DOUBLE) * m.gemm_n) * m.elem_bytes
                              / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9, 0),
@@ -271,18 +191,13 @@ WITH kernel_time_rows AS (
                AS floor_ns,
            CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes / NULLIF(d.peak_dram_bytes_per_s, 0) * 1e9 AS a_read_ns,
            CAST(m.gemm_batch AS DOUBLE) * m.gemm_m * m.gemm_k * m.elem_bytes AS a_bytes
-    FROM (SELECT g.*, CASE WHEN g.math_dtype = 'fp64' THEN 8 WHEN g.math_dtype IN ('fp32', 'tf32') THEN 4
-                            WHEN g.math_dtype IN ('bf16', 'fp16') THEN 2
-                            WHEN g.math_dtype IN ('fp8_e4m3', 'fp8_e5m2', 'int8') THEN 1 END AS elem_bytes
-          FROM shared_input_groups g) m
+    FROM shared_input_gemms m
     CROSS JOIN thresholds t
-    LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM kernels GROUP BY gpu) d ON d.gpu = m.gpu
+    LEFT JOIN (SELECT gpu, max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s FROM peaks GROUP BY gpu) d ON d.gpu = m.gpu
     -- a timeline measures no clock: the compute floor takes the dtype's peak at the GPU's highest clock where
     -- ncu's tensor counters give its peak per cycle (above the datasheet's: 1,070 TFLOP/s BF16 at 1.98 GHz)
-    LEFT JOIN (SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
-               FROM kernels
-               WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
-               GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
+    LEFT JOIN (SELECT gpu, math_dtype, max(clock_peak_flops_per_s) AS peak_flops_per_s
+               FROM peaks GROUP BY gpu, math_dtype) r ON r.gpu = m.gpu AND r.math_dtype = m.math_dtype
 ), shared_input_occurrences AS (
     -- one row per group of two or more: fusing them into one GEMM (N = the sum of their N) saves, per member
     -- but the longest, its re-read of A from DRAM (an upper bound: A may still sit in L2), never more than those
@@ -323,129 +238,101 @@ WITH kernel_time_rows AS (
            'kernel time' AS basis
     FROM shared_input_occurrences o LEFT JOIN model_stack ms ON ms.model = o.model
     GROUP BY o.model, o.op, o.m, o.k, o.n_list, o.math_dtype, o.kernel_id
-), tensor_launches AS (
-    -- ncu launches of conv and attention kernels, and GEMM kernels without a framework op (gemm_efficiency
-    -- covers those with one)
-    SELECT k.*,
-           CASE WHEN k.flops_source = 'ncu tensor counters' THEN k.pct_of_peak
-                WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
-                    THEN k.tensor_util_pct / 2
-                ELSE k.tensor_util_pct END AS tensor_efficiency_pct,
-           CASE WHEN k.flops_source = 'ncu tensor counters' THEN 'tensor FLOPs / dense peak (ncu tensor counters)'
-                WHEN regexp_matches(lower(k.kernel_name), '(hmma|1688|16816|s884|h884|cutlass_75|cutlass_80)')
-                    THEN 'tensor pipe % of elapsed cycles / 2 (mma.sync kernel)'
-                ELSE 'tensor pipe % of elapsed cycles' END AS efficiency_basis,
-           w.time_basis, k.duration_ns * w.time_scale AS real_ns, w.launch_scale, ms.framework,
-           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_ns ELSE lf.floor_ns END * w.launch_scale AS real_floor_ns,
-           CASE WHEN w.time_basis = 'timeline' THEN lf.warm_floor_basis ELSE lf.floor_basis END AS floor_basis
-    FROM kernels k
-    JOIN real_weights w ON w.model = k.model AND w.gpu = k.gpu AND w.kernel_id = k.kernel_id
-    JOIN launch_floors lf ON lf.run_id = k.run_id AND lf.launch_id = k.launch_id
-    LEFT JOIN model_stack ms ON ms.model = k.model
-    WHERE (k.op_class IN ('conv', 'attention') OR (k.op_class = 'gemm' AND k.framework_op IS NULL))
-      AND k.tensor_util_pct IS NOT NULL
 ), low_tensor AS (
-    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal, min(l.kernel_base) AS subject, l.kernel_id,
-           min(l.library) AS library, min(l.op_class) AS op_class,
-           count(DISTINCT l.model) AS models, array_to_string(list_sort(list(DISTINCT l.model)), ',') AS model_list,
-           CAST(round(sum(l.launch_scale)) AS BIGINT) AS launches, sum(l.real_ns) AS gpu_time_ns,
-           concat(CAST(round(sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0), 2) AS VARCHAR),
-                  ' % tensor efficiency (', min(l.efficiency_basis), ', time-weighted) < ',
-                  CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR), '; ', coalesce(min(l.framework_op), 'no framework op'), ' ',
-                  coalesce(min(l.op_shapes), ''), '; math dtype ', min(l.math_dtype)) AS evidence,
-           sum(l.real_ns * greatest(0, 1 - l.tensor_efficiency_pct / t.tensor_efficiency_target_pct)) AS est_time_saved_ns,
+    SELECT 'GEMM/conv/attention at low tensor efficiency' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
+           CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat(CAST(round(sum(b.tensor_efficiency_pct * b.tensor_efficiency_weight_ns) / NULLIF(sum(b.ncu_ns), 0), 2) AS VARCHAR),
+                  ' % tensor efficiency (', min(b.efficiency_basis), ', time-weighted) < ',
+                  CAST(max(t.tensor_efficiency_low_pct) AS VARCHAR), '; ', coalesce(min(b.framework_op), 'no framework op'), ' ',
+                  coalesce(min(b.op_shapes), ''), '; math dtype ', min(b.math_dtype)) AS evidence,
+           sum(b.est_time_saved_ns) AS est_time_saved_ns,
            concat('ESTIMATE: the same FLOPs at ', CAST(max(t.tensor_efficiency_target_pct) AS VARCHAR),
                   ' % tensor efficiency (what well-shaped kernels of this class reach on this corpus)') AS assumption,
-           CASE WHEN min(l.op_class) = 'conv' THEN 'low-efficiency conv'
-                WHEN min(l.op_class) = 'attention' THEN 'low-efficiency attention'
-                ELSE 'low-efficiency GEMM kernel' END AS fix_key, CASE WHEN count(DISTINCT coalesce(l.framework, '?')) = 1 THEN min(l.framework) END AS framework,
-           l.time_basis, sum(l.real_floor_ns) AS floor_ns, arg_max(l.floor_basis, l.real_floor_ns) AS floor_basis, 'kernel time' AS basis
-    FROM tensor_launches l CROSS JOIN thresholds t
-    WHERE coalesce(l.flops, t.trivial_gemm_flops) >= t.trivial_gemm_flops
-    GROUP BY l.kernel_id, l.time_basis
-    HAVING sum(l.tensor_efficiency_pct * l.duration_ns) / NULLIF(sum(l.duration_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(l.real_ns) > 0
+           CASE WHEN min(b.op_class) = 'conv' THEN 'low-efficiency conv'
+                WHEN min(b.op_class) = 'attention' THEN 'low-efficiency attention'
+                ELSE 'low-efficiency GEMM kernel' END AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.top_floor_basis, b.top_floor_ns) AS floor_basis,
+           'kernel time' AS basis
+    FROM launches b CROSS JOIN thresholds t
+    WHERE b.signal = 'GEMM/conv/attention at low tensor efficiency'
+    GROUP BY b.kernel_id, b.time_basis
+    HAVING sum(b.tensor_efficiency_pct * b.tensor_efficiency_weight_ns) / NULLIF(sum(b.ncu_ns), 0) < max(t.tensor_efficiency_low_pct) AND sum(b.real_ns) > 0
 ), reuse AS (
     SELECT 'DRAM-bound with reuse failure' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
-           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat('DRAM ', CAST(round(sum(b.dram_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, moves ',
+           CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat('DRAM ', CAST(round(sum(b.dram_pct * b.dram_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, moves ',
                   CAST(round(sum(b.dram_bytes) / sum(b.compulsory_bytes), 2) AS VARCHAR), 'x its compulsory bytes') AS evidence,
-           sum(b.real_ns * (1 - 1 / b.dram_to_compulsory)) AS est_time_saved_ns,
+           sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE: the same DRAM bandwidth moving only the compulsory bytes (each input read once, the output written once)' AS assumption,
            'reuse failure' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.top_floor_basis, b.top_floor_ns) AS floor_basis,
            'kernel time' AS basis
     FROM launches b
-    WHERE b.bottleneck = 'cache-inefficient'
+    WHERE b.signal = 'DRAM-bound with reuse failure'
     GROUP BY b.kernel_id, b.time_basis
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), register_limited AS (
-    SELECT 'register-limited occupancy' AS signal, min(o.kernel_base) AS subject, o.kernel_id, min(o.library) AS library,
-           min(o.op_class) AS op_class, count(DISTINCT o.model) AS models,
-           array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
-           CAST(round(sum(o.launch_scale)) AS BIGINT) AS launches, sum(o.real_ns) AS gpu_time_ns,
-           concat(min(o.limiter_evidence), '; achieved ', CAST(round(sum(o.achieved_occupancy_pct * o.duration_ns) / sum(o.duration_ns), 1) AS VARCHAR),
-                  ' % (time-weighted); ', CAST(min(o.registers_per_thread) AS VARCHAR), '-', CAST(max(o.registers_per_thread) AS VARCHAR),
-                  ' registers/thread; ', min(o.bottleneck)) AS evidence,
-           sum(o.real_ns * r.speedup_pct / 100) AS est_time_saved_ns,
+    SELECT 'register-limited occupancy' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
+           CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat(min(b.limiter_evidence), '; achieved ', CAST(round(sum(b.achieved_occupancy_pct * b.achieved_occupancy_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR),
+                  ' % (time-weighted); ', CAST(min(b.min_registers_per_thread) AS VARCHAR), '-', CAST(max(b.max_registers_per_thread) AS VARCHAR),
+                  ' registers/thread; ', min(b.bottleneck)) AS evidence,
+           sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE: ncu''s own TheoreticalOccupancy speedup (global) for these launches' AS assumption,
-           'register-limited' AS fix_key, CASE WHEN count(DISTINCT coalesce(o.framework, '?')) = 1 THEN min(o.framework) END AS framework,
-           o.time_basis, sum(o.real_floor_ns) AS floor_ns, arg_max(o.floor_basis, o.real_floor_ns) AS floor_basis,
+           'register-limited' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.top_floor_basis, b.top_floor_ns) AS floor_basis,
            'kernel time' AS basis
-    FROM launches o
-    LEFT JOIN rules r ON r.run_id = o.run_id AND r.launch_id = o.launch_id AND r.rule_name = 'TheoreticalOccupancy'
-         AND r.speedup_type = 'global'
-    WHERE o.occupancy_limiter = 'registers' AND o.bottleneck IN ('latency-bound', 'occupancy-limited')
-    GROUP BY o.kernel_id, o.time_basis
-    HAVING sum(o.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
+    FROM launches b
+    WHERE b.signal = 'register-limited occupancy'
+    GROUP BY b.kernel_id, b.time_basis
+    HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), small_grid AS (
     SELECT 'grid too small to fill the GPU' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
-           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat(CAST(count(*) AS VARCHAR), ' ncu launches at ', CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-',
-                  CAST(round(max(b.waves_per_sm), 2) AS VARCHAR), ' waves per SM, ',
-                  CAST(min(b.grid_size) AS VARCHAR), '-', CAST(max(b.grid_size) AS VARCHAR), ' blocks on ',
+           CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat(CAST(sum(b.launches) AS VARCHAR), ' ncu launches at ', CAST(round(min(b.min_waves_per_sm), 2) AS VARCHAR), '-',
+                  CAST(round(max(b.max_waves_per_sm), 2) AS VARCHAR), ' waves per SM, ',
+                  CAST(min(b.min_grid_size) AS VARCHAR), '-', CAST(max(b.max_grid_size) AS VARCHAR), ' blocks on ',
                   CAST(CAST(max(b.sm_count) AS BIGINT) AS VARCHAR), ' SMs; SM ',
-                  CAST(round(sum(b.sm_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' %, memory ',
-                  CAST(round(sum(b.mem_pct * b.duration_ns) / sum(b.duration_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
-           sum(b.real_ns * (1 - least(b.grid_size, b.sm_count) / b.sm_count)) AS est_time_saved_ns,
+                  CAST(round(sum(b.sm_pct * b.sm_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' %, memory ',
+                  CAST(round(sum(b.mem_pct * b.mem_weight_ns) / sum(b.ncu_ns), 1) AS VARCHAR), ' % (time-weighted)') AS evidence,
+           sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE (upper bound): the same work spread over the SMs the grid leaves idle, at the same per-SM speed: time x (1 - min(blocks, SMs) / SMs)' AS assumption,
            'grid too small' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.top_floor_basis, b.top_floor_ns) AS floor_basis,
            'kernel time' AS basis
     FROM launches b
-    CROSS JOIN thresholds t
-    -- a grid that covers full_wave_pct of the SMs (128 tiles on 132 SMs: 97 %) fills the GPU
-    WHERE b.bottleneck = 'grid-too-small' AND 100.0 * least(b.grid_size, b.sm_count) / b.sm_count < t.full_wave_pct
+    WHERE b.signal = 'grid too small to fill the GPU'
     GROUP BY b.kernel_id, b.time_basis
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), tail_wave AS (
-    SELECT 'partial last wave (wave quantization)' AS signal, min(b.kernel_base) AS subject, b.kernel_id,
-           min(b.library) AS library, min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
+    SELECT 'partial last wave (wave quantization)' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
+           min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
            array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list,
-           CAST(round(sum(b.launch_scale)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
-           concat(CAST(round(min(b.waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.waves_per_sm), 2) AS VARCHAR),
-                  ' waves per SM, last wave ', CAST(CAST(round(min(100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1))) AS BIGINT) AS VARCHAR), '-',
-                  CAST(CAST(round(max(100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1))) AS BIGINT) AS VARCHAR),
+           CAST(round(sum(b.real_launches)) AS BIGINT) AS launches, sum(b.real_ns) AS gpu_time_ns,
+           concat(CAST(round(min(b.min_waves_per_sm), 2) AS VARCHAR), '-', CAST(round(max(b.max_waves_per_sm), 2) AS VARCHAR),
+                  ' waves per SM, last wave ', CAST(CAST(round(min(b.min_last_wave_pct)) AS BIGINT) AS VARCHAR), '-',
+                  CAST(CAST(round(max(b.max_last_wave_pct)) AS BIGINT) AS VARCHAR),
                   ' % full') AS evidence,
-           sum(b.real_ns * (ceil(b.waves_per_sm) - b.waves_per_sm) / ceil(b.waves_per_sm)) AS est_time_saved_ns,
+           sum(b.est_time_saved_ns) AS est_time_saved_ns,
            'ESTIMATE (upper bound): the idle share of the last wave, (ceil(w) - w) / ceil(w) of the time for w waves per SM, blocks of equal duration (not ncu''s "may cost up to")' AS assumption,
            'partial last wave' AS fix_key, CASE WHEN count(DISTINCT coalesce(b.framework, '?')) = 1 THEN min(b.framework) END AS framework,
-           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.floor_basis, b.real_floor_ns) AS floor_basis,
+           b.time_basis, sum(b.real_floor_ns) AS floor_ns, arg_max(b.top_floor_basis, b.top_floor_ns) AS floor_basis,
            'kernel time' AS basis
-    FROM launches b CROSS JOIN thresholds t
-    -- more than one wave, the last one less than full_wave_pct full (88-99 % full last waves save little)
-    WHERE b.bottleneck NOT IN ('launch-overhead', 'grid-too-small') AND b.waves_per_sm > 1
-      AND 100.0 * (b.waves_per_sm - ceil(b.waves_per_sm) + 1) < t.full_wave_pct
-      -- a streaming kernel at the DRAM roof shares the bandwidth among fewer blocks in its last wave: no tail cost
-      AND NOT (b.bottleneck IN ('memory-bound', 'cache-inefficient') AND b.limiting_unit = 'dram')
+    FROM launches b
+    WHERE b.signal = 'partial last wave (wave quantization)'
     GROUP BY b.kernel_id, b.time_basis
     HAVING sum(b.real_ns) > 0   -- a kernel the model's timeline never ran costs it nothing
 ), hopper_gpus AS (
     -- GPUs of compute capability 9.x (Hopper), as any run on them recorded it
-    SELECT gpu FROM runs GROUP BY gpu HAVING max(compute_capability) LIKE '9.%'
+    SELECT gpu FROM peaks GROUP BY gpu HAVING max(run_compute_capability) LIKE '9.%'
 ), pre_hopper_matches AS (
     -- each kernel identity on a Hopper GPU whose name shows an Ampere (sm80) build: its family (pre_hopper_kernels.csv,
     -- lowest priority number first) and its real GPU time (kernel_time: timeline where the model has one)
@@ -505,71 +392,106 @@ WITH kernel_time_rows AS (
     WHERE l.subject = '(whole run)'
     GROUP BY l.model
 ), seed_low_l2 AS (
-    -- the seed's signals as it computed them: memory = max(DRAM %, memory SOL %) >= memory_pct with L2 hit <
-    -- l2_hit_pct; tensor pipe (active basis) < tensor_pipe_low_pct on GEMM kernels; registers among the binding
-    -- limits (ties included) on Latency-Occupancy launches with low achieved occupancy; tiny grids launched often
+    -- the seed's signals as it computed them (design_signal_parts selects their launches): memory = max(DRAM %,
+    -- memory SOL %) >= memory_pct with L2 hit < l2_hit_pct; tensor pipe (active basis) < tensor_pipe_low_pct on GEMM
+    -- kernels; registers among the binding limits (ties included) on Latency-Occupancy launches with low achieved
+    -- occupancy; tiny grids launched often
     SELECT 'memory-bound with low L2 hit' AS signal, min(b.kernel_base) AS subject, b.kernel_id, min(b.library) AS library,
            min(b.op_class) AS op_class, count(DISTINCT b.model) AS models,
-           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(b.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('memory_pct ', CAST(round(time_weighted(b.memory_pct, b.duration_ns), 1) AS VARCHAR),
-                  ', l2_hit_pct ', CAST(round(time_weighted(b.l2_hit_pct, b.duration_ns), 1) AS VARCHAR),
+           array_to_string(list_sort(list(DISTINCT b.model)), ',') AS model_list, CAST(sum(b.launches) AS BIGINT) AS launches,
+           sum(b.ncu_ns) AS gpu_time_ns,
+           concat('memory_pct ', CAST(round(sum(b.memory_pct * b.memory_weight_ns) / NULLIF(sum(b.memory_weight_ns), 0), 1) AS VARCHAR),
+                  ', l2_hit_pct ', CAST(round(sum(b.l2_hit_pct * b.l2_hit_weight_ns) / NULLIF(sum(b.l2_hit_weight_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted)') AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: a low L2 hit rate says nothing about a streaming kernel (see DRAM-bound with reuse failure)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM launches b CROSS JOIN thresholds t
-    WHERE b.memory_pct >= t.memory_pct AND b.l2_hit_pct < t.l2_hit_pct AND b.duration_ns >= t.tiny_kernel_ns
+    FROM signal_parts b
+    WHERE b.signal = 'memory-bound with low L2 hit'
     GROUP BY b.kernel_id
 ), seed_gemm_tensor AS (
     SELECT 'GEMM-class kernel with low tensor-pipe use' AS signal, min(k.kernel_base) AS subject, k.kernel_id, min(k.library) AS library,
            min(k.op_class) AS op_class, count(DISTINCT k.model) AS models,
-           array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list, count(*) AS launches,
-           CAST(sum(k.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('tensor_pipe_pct ', CAST(round(time_weighted(k.tensor_pipe_pct, k.duration_ns), 1) AS VARCHAR),
+           array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list, CAST(sum(k.launches) AS BIGINT) AS launches,
+           sum(k.ncu_ns) AS gpu_time_ns,
+           concat('tensor_pipe_pct ', CAST(round(sum(k.tensor_pipe_pct * k.tensor_pipe_weight_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0), 1) AS VARCHAR),
                   ' (time-weighted) < ', CAST(max(t.tensor_pipe_low_pct) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: catches trivial GEMMs and misses convolutions (see GEMM/conv/attention at low tensor efficiency)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM kernels k CROSS JOIN thresholds t
-    WHERE k.op_class = 'gemm' AND k.tensor_pipe_pct IS NOT NULL
+    FROM signal_parts k CROSS JOIN thresholds t
+    WHERE k.signal = 'GEMM-class kernel with low tensor-pipe use'
     GROUP BY k.kernel_id
-    HAVING time_weighted(k.tensor_pipe_pct, k.duration_ns) < max(t.tensor_pipe_low_pct)
+    HAVING sum(k.tensor_pipe_pct * k.tensor_pipe_weight_ns) / NULLIF(sum(k.tensor_pipe_weight_ns), 0) < max(t.tensor_pipe_low_pct)
 ), seed_register AS (
     SELECT 'register-limited occupancy in a kernel family' AS signal, o.kernel_base AS subject,
            CAST(NULL AS VARCHAR) AS kernel_id, min(o.library) AS library, min(o.op_class) AS op_class,
            count(DISTINCT o.model) AS models, array_to_string(list_sort(list(DISTINCT o.model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(o.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat('registers bind in ', CAST(count(*) AS VARCHAR), ' launches; achieved_occupancy_pct ',
-                  CAST(round(time_weighted(o.achieved_occupancy_pct, o.duration_ns), 1) AS VARCHAR),
-                  ' (time-weighted); registers_per_thread ', CAST(min(o.registers_per_thread) AS VARCHAR), '-',
-                  CAST(max(o.registers_per_thread) AS VARCHAR)) AS evidence,
+           CAST(sum(o.launches) AS BIGINT) AS launches, sum(o.ncu_ns) AS gpu_time_ns,
+           concat('registers bind in ', CAST(sum(o.launches) AS VARCHAR), ' launches; achieved_occupancy_pct ',
+                  CAST(round(sum(o.achieved_occupancy_pct * o.achieved_occupancy_weight_ns) / NULLIF(sum(o.achieved_occupancy_weight_ns), 0), 1) AS VARCHAR),
+                  ' (time-weighted); registers_per_thread ', CAST(min(o.min_registers_per_thread) AS VARCHAR), '-',
+                  CAST(max(o.max_registers_per_thread) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: counts ties with other limits and warp-specialised kernels (see register-limited occupancy)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM launches o CROSS JOIN thresholds t
-    WHERE o.seed_class = 'Latency-Occupancy' AND o.binding_limit LIKE '%registers%'
-      AND o.achieved_occupancy_pct < t.low_occupancy_pct
+    FROM signal_parts o
+    WHERE o.signal = 'register-limited occupancy in a kernel family'
     GROUP BY o.kernel_base
+), tiny_launches AS (
+    -- the seed's tiny-grid launches per kernel, one row per duration and grid size (design_signal_parts)
+    SELECT kernel_id, tiny_duration_ns, tiny_grid_size, sum(launches) AS launches
+    FROM signal_parts
+    WHERE signal = 'tiny grid launched many times (fusion or CUDA Graph candidate)'
+    GROUP BY kernel_id, tiny_duration_ns, tiny_grid_size
+), tiny_medians AS (
+    -- the median duration and grid size of each kernel's tiny launches from those counts: as median() does, the
+    -- middle value, or halfway between the two middle ones (positions floor and ceil of (n - 1) / 2 from 0)
+    SELECT kernel_id,
+           (max(CASE WHEN what = 'duration' AND position = 'low' THEN value END)
+            + max(CASE WHEN what = 'duration' AND position = 'high' THEN value END)) / 2 AS median_duration_ns,
+           (max(CASE WHEN what = 'grid' AND position = 'low' THEN value END)
+            + max(CASE WHEN what = 'grid' AND position = 'high' THEN value END)) / 2 AS median_grid_size
+    FROM (
+        SELECT c.kernel_id, c.what, c.value, p.position
+        FROM (
+            SELECT kernel_id, what, value,
+                   sum(launches) OVER (PARTITION BY kernel_id, what ORDER BY value ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                       - launches AS first_index,
+                   sum(launches) OVER (PARTITION BY kernel_id, what ORDER BY value ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                       - 1 AS last_index,
+                   sum(launches) OVER (PARTITION BY kernel_id, what) AS n
+            FROM (SELECT kernel_id, 'duration' AS what, CAST(tiny_duration_ns AS DOUBLE) AS value, sum(launches) AS launches
+                  FROM tiny_launches GROUP BY kernel_id, tiny_duration_ns
+                  UNION ALL
+                  SELECT kernel_id, 'grid', CAST(tiny_grid_size AS DOUBLE), sum(launches)
+                  FROM tiny_launches GROUP BY kernel_id, tiny_grid_size) v
+        ) c
+        JOIN (SELECT 'low' AS position UNION ALL SELECT 'high') p
+          ON CASE WHEN p.position = 'low' THEN floor((c.n - 1) / 2.0) ELSE ceil((c.n - 1) / 2.0) END
+             BETWEEN c.first_index AND c.last_index
+    ) m
+    GROUP BY kernel_id
 ), seed_tiny_grids AS (
     SELECT 'tiny grid launched many times (fusion or CUDA Graph candidate)' AS signal, min(k.kernel_base) AS subject,
            k.kernel_id, min(k.library) AS library, min(k.op_class) AS op_class,
            count(DISTINCT k.model) AS models, array_to_string(list_sort(list(DISTINCT k.model)), ',') AS model_list,
-           count(*) AS launches, CAST(sum(k.duration_ns) AS DOUBLE) AS gpu_time_ns,
-           concat(CAST(count(*) AS VARCHAR), ' launches, median ', CAST(median(k.duration_ns) AS VARCHAR),
-                  ' ns, median grid ', CAST(median(k.grid_size) AS VARCHAR), ' blocks, waves_per_sm <= ',
-                  CAST(max(k.waves_per_sm) AS VARCHAR)) AS evidence,
+           CAST(sum(k.launches) AS BIGINT) AS launches, sum(k.ncu_ns) AS gpu_time_ns,
+           concat(CAST(sum(k.launches) AS VARCHAR), ' launches, median ', CAST(min(md.median_duration_ns) AS VARCHAR),
+                  ' ns, median grid ', CAST(min(md.median_grid_size) AS VARCHAR), ' blocks, waves_per_sm <= ',
+                  CAST(max(k.max_waves_per_sm) AS VARCHAR)) AS evidence,
            CAST(NULL AS DOUBLE) AS est_time_saved_ns,
            'seed heuristic, kept for comparison: ncu replay durations (see fusable chain of small kernels, launch-bound run)' AS assumption,
            'seed heuristic' AS fix_key, CAST(NULL AS VARCHAR) AS framework, 'ncu replay' AS time_basis,
            CAST(NULL AS DOUBLE) AS floor_ns, CAST(NULL AS VARCHAR) AS floor_basis, CAST(NULL AS VARCHAR) AS basis
-    FROM kernels k CROSS JOIN thresholds t
-    WHERE k.duration_ns < t.tiny_kernel_ns AND (k.waves_per_sm < 1 OR k.grid_size < k.sm_count)
+    FROM signal_parts k CROSS JOIN thresholds t
+    LEFT JOIN tiny_medians md ON md.kernel_id = k.kernel_id
+    WHERE k.signal = 'tiny grid launched many times (fusion or CUDA Graph candidate)'
     GROUP BY k.kernel_id
-    HAVING count(*) >= max(t.many_launches)
+    HAVING sum(k.launches) >= max(t.many_launches)
 ), calibrated AS (
     SELECT * FROM gemm_rows
     UNION ALL SELECT * FROM shared_input
@@ -692,9 +614,8 @@ WITH kernel_time_rows AS (
     -- each signalled kernel's library, implementation, op class and stack, for its library's knob
     SELECT DISTINCT s.kernel_id, s.library, i.implementation, s.op_class, s.framework
     FROM signals s
-    JOIN (SELECT kernel_id, min(implementation) AS implementation
-          FROM (SELECT kernel_id, implementation FROM kernels UNION ALL SELECT kernel_id, implementation FROM kernel_launches) u
-          GROUP BY kernel_id) i ON i.kernel_id = s.kernel_id
+    JOIN (SELECT kernel_id, min(implementation) AS implementation FROM kernel_counts GROUP BY kernel_id) i
+      ON i.kernel_id = s.kernel_id
 ), library_fix AS (
     -- library_fixes.csv: of the rows matching, the one naming the most (implementation, then op class, then stack)
     SELECT o.kernel_id, o.library, o.op_class, o.framework,

@@ -1,5 +1,6 @@
 -- GEMM efficiency per model, GPU, op, M/N/K/batch, math dtype and kernel: launches, GPU time, TFLOP/s and % of the dtype's dense peak, shape pathologies (misaligned dims, fill of the last wave, tiny problems, short K loops), its floor (L2-resident on warm timelines) and an estimate of the time saved at the efficiency of the most similar well-shaped GEMM on the same GPU.
--- Rows: the main kernel of each GEMM op (mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm, _grouped_mm;
+-- Computed from gemm_launch_groups (each partition's launches grouped by kernel, grid, block, shape and roof) and
+-- partition_peaks, not launch by launch. Rows: the main kernel of each GEMM op (mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm, _grouped_mm;
 -- normalize/op_flops.py), M/N/K/batch from the op's input shapes. time_basis 'timeline': the model has a
 -- timeline on that GPU (PyTorch trace, nsys) and gpu_time_ns is its real GPU time; 'ncu replay': it has
 -- none, and ncu's durations (serialised, cache-flushed replays) are the time; its ncu launches without
@@ -50,31 +51,30 @@ WITH limits AS (
            16 AS tiny_dim,      -- M, N or K below 16: most of a 64-wide tensor-core tile idles
            t.achievable_tensor_pct, t.achievable_dram_pct, t.gemv_max_dim, t.short_k_iterations
     FROM thresholds t
-), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
+), parts AS (
+    -- gemm_launch_groups (each partition's GEMM launches grouped by kernel, grid, block, shape and roof) read once
+    SELECT * FROM gemm_launch_groups
 ), ncu_waves AS (
-    SELECT model, gpu, kernel_id, grid_size, block_size, avg(waves_per_sm) AS waves_per_sm
-    FROM kernels
-    WHERE waves_per_sm IS NOT NULL
+    SELECT model, gpu, kernel_id, grid_size, block_size, sum(waves_per_sm * waves_launches) / sum(waves_launches) AS waves_per_sm
+    FROM parts
+    WHERE time_basis = 'ncu replay'
     GROUP BY model, gpu, kernel_id, grid_size, block_size
+    HAVING sum(waves_launches) > 0
 ), gpu_sms AS (
-    -- the highest DRAM and L2 peaks ncu reported for the GPU: the floor of a bound errs low, never high
+    -- the highest DRAM and L2 peaks ncu reported for the GPU (partition_peaks, over its partitions): the floor of
+    -- a bound errs low, never high
     SELECT gpu, max(sm_count) AS sm_count, max(compute_capability) AS compute_capability,
-           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s
-    FROM kernels
+           max(peak_dram_bytes_per_s) AS peak_dram_bytes_per_s, max(peak_l2_bytes_per_s) AS peak_l2_bytes_per_s,
+           -- the L2 capacity ncu reported for the GPU (device__attribute_l2_cache_size: 50 MiB on the H100 SXM)
+           max(l2_cache_bytes) AS l2_cache_bytes
+    FROM partition_peaks
     GROUP BY gpu
-), gpu_l2 AS (
-    -- the L2 capacity ncu reported for the GPU (device__attribute_l2_cache_size: 50 MiB on the H100 SXM)
-    SELECT gpu, max(value) AS l2_cache_bytes FROM metrics WHERE metric = 'device__attribute_l2_cache_size' GROUP BY gpu
 ), timeline_gemms AS (
-    SELECT model, gpu, framework_op AS op, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
-           math_dtype, kernel_id, kernel_base, kernel_display, kernel_name, grid_size, block_size,
-           CAST(duration_ns AS DOUBLE) AS duration_ns, peak_flops_per_s,
-           'timeline' AS time_basis, 'op shapes' AS shape_source,
-           CAST(NULL AS DOUBLE) AS clock_peak_flops_per_s, peak_flops_per_s AS datasheet_peak_flops_per_s,
-           CAST(NULL AS DOUBLE) AS executed_flops
-    FROM kernel_launches
-    WHERE activity = 'kernel' AND gemm_m IS NOT NULL
+    SELECT model, gpu, op, m, n, k, batch, math_dtype, kernel_id, kernel_base, kernel_display, kernel_name, grid_size,
+           block_size, launches, duration_ns, peak_flops_per_s, 'timeline' AS time_basis, 'op shapes' AS shape_source,
+           CAST(NULL AS DOUBLE) AS clock_peak_flops_per_s, datasheet_peak_flops_per_s, executed_flops, executed_launches
+    FROM parts
+    WHERE time_basis = 'timeline'
 ), borrowed AS (
     -- shapes for ncu launches without NVTX of a model that has no timeline: the timelines of any model on
     -- the same GPU that ran this kernel with this grid and block, where all of them agree on every value
@@ -89,91 +89,122 @@ WITH limits AS (
     FROM timeline_shape_flops
     GROUP BY gpu, kernel_id, grid_size, block_size
 ), ncu_gemms AS (
+    -- ncu launches of models without a timeline on that GPU: their own op shapes, else those borrowed
     SELECT k.model, k.gpu,
-           CASE WHEN k.gemm_m IS NOT NULL THEN k.framework_op ELSE s.framework_op END AS op,
-           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_m ELSE s.gemm_m END AS m,
-           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_n ELSE s.gemm_n END AS n,
-           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_k ELSE s.gemm_k END AS k,
-           CASE WHEN k.gemm_m IS NOT NULL THEN k.gemm_batch ELSE s.gemm_batch END AS batch,
+           CASE WHEN k.m IS NOT NULL THEN k.op ELSE s.framework_op END AS op,
+           CASE WHEN k.m IS NOT NULL THEN k.m ELSE s.gemm_m END AS m,
+           CASE WHEN k.m IS NOT NULL THEN k.n ELSE s.gemm_n END AS n,
+           CASE WHEN k.m IS NOT NULL THEN k.k ELSE s.gemm_k END AS k,
+           CASE WHEN k.m IS NOT NULL THEN k.batch ELSE s.gemm_batch END AS batch,
            CASE WHEN k.math_dtype IS NULL OR k.math_dtype = 'unknown' THEN coalesce(s.math_dtype, k.math_dtype)
                 ELSE k.math_dtype END AS math_dtype,
-           k.kernel_id, k.kernel_base, k.kernel_display, k.kernel_name, k.grid_size, k.block_size, k.duration_ns,
-           -- the kernel's own roof where its FLOPs are tensor work (counters or shapes), else none here
-           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
-                THEN k.peak_flops_per_s END AS peak_flops_per_s,
-           'ncu replay' AS time_basis,
-           CASE WHEN k.gemm_m IS NOT NULL THEN 'op shapes' ELSE 'op shapes (timeline)' END AS shape_source,
-           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
-                THEN k.peak_flops_per_s END AS clock_peak_flops_per_s,
-           CASE WHEN k.flops_source = 'ncu tensor counters' OR k.flops_source LIKE 'op shapes%'
-                THEN k.datasheet_peak_flops_per_s END AS datasheet_peak_flops_per_s,
-           CASE WHEN k.flops_source = 'ncu tensor counters' THEN k.tensor_flops END AS executed_flops
-    FROM kernels k
+           k.kernel_id, k.kernel_base, k.kernel_display, k.kernel_name, k.grid_size, k.block_size, k.launches,
+           k.duration_ns, k.peak_flops_per_s, 'ncu replay' AS time_basis,
+           CASE WHEN k.m IS NOT NULL THEN 'op shapes' ELSE 'op shapes (timeline)' END AS shape_source,
+           k.peak_flops_per_s AS clock_peak_flops_per_s, k.datasheet_peak_flops_per_s, k.executed_flops, k.executed_launches
+    FROM parts k
     LEFT JOIN borrowed s
       ON s.gpu = k.gpu AND s.kernel_id = k.kernel_id
      AND s.grid_size = k.grid_size AND s.block_size = k.block_size
-    LEFT JOIN timeline_models t ON t.model = k.model AND t.gpu = k.gpu
-    WHERE t.model IS NULL
-      AND (k.gemm_m IS NOT NULL OR (s.gemm_m IS NOT NULL AND s.gemm_n IS NOT NULL AND s.gemm_k IS NOT NULL))
+    WHERE k.time_basis = 'ncu replay' AND NOT k.model_has_timeline
+      AND (k.m IS NOT NULL OR (s.gemm_m IS NOT NULL AND s.gemm_n IS NOT NULL AND s.gemm_k IS NOT NULL))
 ), gemm_launches AS (
+    -- groups of launches alike in shape and roof (launches of them each)
     SELECT * FROM timeline_gemms
     UNION ALL
     SELECT * FROM ncu_gemms
 ), executed AS (
     -- tiles executed per launch for timeline rows: ncu launches of the same kernel, grid, block and shape
-    SELECT gpu, kernel_id, grid_size, block_size, gemm_m AS m, gemm_n AS n, gemm_k AS k, gemm_batch AS batch,
-           avg(tensor_flops) AS executed_flops
-    FROM kernels
-    WHERE flops_source = 'ncu tensor counters' AND gemm_m IS NOT NULL
-    GROUP BY gpu, kernel_id, grid_size, block_size, gemm_m, gemm_n, gemm_k, gemm_batch
+    SELECT gpu, kernel_id, grid_size, block_size, m, n, k, batch,
+           sum(executed_flops) / sum(executed_launches) AS executed_flops
+    FROM parts
+    WHERE time_basis = 'ncu replay' AND m IS NOT NULL
+    GROUP BY gpu, kernel_id, grid_size, block_size, m, n, k, batch
+    HAVING sum(executed_launches) > 0
+), roof_values AS (
+    -- the roofs of gemm_launches with how many launches have each, for the medians below: ncu's roof at the clock
+    -- it measured ('clock'), and the published one ('datasheet')
+    SELECT 'clock' AS roof, gpu, math_dtype, peak_flops_per_s AS value, sum(launches) AS launches
+    FROM gemm_launches WHERE peak_flops_per_s IS NOT NULL
+    GROUP BY gpu, math_dtype, peak_flops_per_s
+    UNION ALL
+    SELECT 'datasheet' AS roof, gpu, math_dtype, datasheet_peak_flops_per_s AS value, sum(launches) AS launches
+    FROM gemm_launches WHERE datasheet_peak_flops_per_s IS NOT NULL
+    GROUP BY gpu, math_dtype, datasheet_peak_flops_per_s
+), roof_medians AS (
+    -- the median roof of each GPU and dtype over launches, as median() takes it: the middle value, or the mean
+    -- of the two middle ones (positions floor and ceil of (n - 1) / 2, from 0, in value order)
+    SELECT roof, gpu, math_dtype,
+           (max(CASE WHEN position = 'low' THEN value END) + max(CASE WHEN position = 'high' THEN value END)) / 2
+               AS peak_flops_per_s
+    FROM (
+        SELECT c.roof, c.gpu, c.math_dtype, c.value, p.position
+        FROM (
+            SELECT roof, gpu, math_dtype, value,
+                   sum(launches) OVER (PARTITION BY roof, gpu, math_dtype ORDER BY value
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - launches AS first_index,
+                   sum(launches) OVER (PARTITION BY roof, gpu, math_dtype ORDER BY value
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - 1 AS last_index,
+                   sum(launches) OVER (PARTITION BY roof, gpu, math_dtype) AS n
+            FROM roof_values
+        ) c
+        JOIN (SELECT 'low' AS position UNION ALL SELECT 'high' AS position) p
+          ON CASE WHEN p.position = 'low' THEN floor((c.n - 1) / 2.0) ELSE ceil((c.n - 1) / 2.0) END
+             BETWEEN c.first_index AND c.last_index
+    ) m
+    GROUP BY roof, gpu, math_dtype
 ), dtype_roofs AS (
     -- a roof for rows whose kernel has none (shapes borrowed onto CUDA-core counters): the GPU's roof of
     -- that dtype seen on other launches
-    SELECT gpu, math_dtype, median(peak_flops_per_s) AS peak_flops_per_s
-    FROM gemm_launches
-    WHERE peak_flops_per_s IS NOT NULL
-    GROUP BY gpu, math_dtype
+    SELECT gpu, math_dtype, peak_flops_per_s FROM roof_medians WHERE roof = 'clock'
 ), datasheet_roofs AS (
     -- the published roof of the dtype on that GPU for rows whose kernel has none (as dtype_roofs)
-    SELECT gpu, math_dtype, median(datasheet_peak_flops_per_s) AS peak_flops_per_s
-    FROM gemm_launches
-    WHERE datasheet_peak_flops_per_s IS NOT NULL
-    GROUP BY gpu, math_dtype
+    SELECT gpu, math_dtype, peak_flops_per_s FROM roof_medians WHERE roof = 'datasheet'
 ), clock_roofs AS (
     -- the dense peak of each dtype at the GPU's highest SM clock (ncu's tensor peak per cycle x max_sm_clock_hz,
     -- where ncu ran the tensor roofline section: 540,672 BF16 FLOP/cycle x 1.98 GHz = 1,070 TFLOP/s on the H100
     -- SXM): a timeline measures no clock, and a GEMM boosting past the datasheet's clock runs above its datasheet
     -- peak (compiled_mlp's 4096 x 2048 x 8192 at 84 % of 989.5 TFLOP/s), so its compute floor takes this roof
-    SELECT gpu, math_dtype, max(peak_flops_per_s / sm_clock_hz * max_sm_clock_hz) AS peak_flops_per_s
-    FROM kernels
-    WHERE sm_clock_hz > 0 AND max_sm_clock_hz > 0 AND flops_source = 'ncu tensor counters'
+    SELECT gpu, math_dtype, max(clock_peak_flops_per_s) AS peak_flops_per_s
+    FROM partition_peaks
     GROUP BY gpu, math_dtype
 ), grouped AS (
     SELECT g.model, g.gpu, g.op, g.m, g.n, g.k, g.batch, g.math_dtype, g.kernel_id,
            min(g.kernel_base) AS kernel_base,
            min(g.kernel_display) AS kernel_display,
            min(g.kernel_name) AS kernel_name,
-           count(*) AS launches,
+           CAST(sum(g.launches) AS BIGINT) AS launches,
            sum(g.duration_ns) AS gpu_time_ns,
            2.0 * g.m * g.n * g.k * g.batch AS flops_per_launch,
-           coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)) AS peak_flops_per_s,
+           -- the mean roof of the launches that have one (each group's roof times its launches)
+           coalesce(sum(g.peak_flops_per_s * g.launches) / sum(CASE WHEN g.peak_flops_per_s IS NOT NULL THEN g.launches END),
+                    max(r.peak_flops_per_s)) AS peak_flops_per_s,
            -- the roof of the compute floor: on a timeline (no clock measured) the higher of the datasheet peak and
            -- the peak at the GPU's highest clock; on ncu rows the peak at the clock ncu measured
            CASE WHEN min(g.time_basis) = 'timeline'
-                THEN greatest(coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)), coalesce(max(c.peak_flops_per_s), 0))
-                ELSE coalesce(avg(g.peak_flops_per_s), max(r.peak_flops_per_s)) END AS floor_peak_flops_per_s,
+                THEN greatest(coalesce(sum(g.peak_flops_per_s * g.launches)
+                                       / sum(CASE WHEN g.peak_flops_per_s IS NOT NULL THEN g.launches END),
+                                       max(r.peak_flops_per_s)),
+                              coalesce(max(c.peak_flops_per_s), 0))
+                ELSE coalesce(sum(g.peak_flops_per_s * g.launches) / sum(CASE WHEN g.peak_flops_per_s IS NOT NULL THEN g.launches END),
+                              max(r.peak_flops_per_s)) END AS floor_peak_flops_per_s,
            max(g.grid_size) AS grid_size,
            max(g.block_size) AS block_size,
            min(g.time_basis) AS time_basis,
            min(g.shape_source) AS shape_source,
            -- each peak basis over the launches that have it (FLOPs over peak-seconds, launch by launch)
-           sum(2.0 * g.m * g.n * g.k * g.batch / g.clock_peak_flops_per_s) AS clock_peak_s,
+           sum(2.0 * g.m * g.n * g.k * g.batch / g.clock_peak_flops_per_s * g.launches) AS clock_peak_s,
            sum(CASE WHEN g.clock_peak_flops_per_s > 0 THEN g.duration_ns END) AS clock_peak_ns,
-           sum(2.0 * g.m * g.n * g.k * g.batch / coalesce(g.datasheet_peak_flops_per_s, d.peak_flops_per_s))
+           sum(2.0 * g.m * g.n * g.k * g.batch / coalesce(g.datasheet_peak_flops_per_s, d.peak_flops_per_s) * g.launches)
                AS datasheet_peak_s,
            sum(CASE WHEN coalesce(g.datasheet_peak_flops_per_s, d.peak_flops_per_s) > 0 THEN g.duration_ns END)
                AS datasheet_peak_ns,
-           avg(coalesce(g.executed_flops, e.executed_flops)) AS executed_flops_per_launch
+           -- per launch its own executed FLOPs, else those of ncu launches of its kernel, grid, block and shape
+           (coalesce(sum(g.executed_flops), 0)
+            + coalesce(sum(CASE WHEN e.executed_flops IS NOT NULL THEN (g.launches - g.executed_launches) * e.executed_flops END), 0))
+               / NULLIF(sum(g.executed_launches)
+                        + coalesce(sum(CASE WHEN e.executed_flops IS NOT NULL THEN g.launches - g.executed_launches END), 0), 0)
+               AS executed_flops_per_launch
     FROM gemm_launches g
     LEFT JOIN dtype_roofs r ON r.gpu = g.gpu AND r.math_dtype = g.math_dtype
     LEFT JOIN datasheet_roofs d ON d.gpu = g.gpu AND d.math_dtype = g.math_dtype
@@ -208,7 +239,7 @@ WITH limits AS (
            l.achievable_dram_pct,
            s.peak_dram_bytes_per_s,
            s.peak_l2_bytes_per_s,
-           c2.l2_cache_bytes,
+           s.l2_cache_bytes,
            -- bytes the GEMM must move: A, B read once and C written once, at the math dtype's element size
            -- (an fp8 GEMM writing bf16 moves more: the floor errs low)
            CAST(g.batch AS DOUBLE) * (CAST(g.m AS DOUBLE) * g.k + CAST(g.k AS DOUBLE) * g.n + CAST(g.m AS DOUBLE) * g.n)
@@ -218,7 +249,6 @@ WITH limits AS (
     FROM grouped g
     CROSS JOIN limits l
     LEFT JOIN gpu_sms s ON s.gpu = g.gpu
-    LEFT JOIN gpu_l2 c2 ON c2.gpu = g.gpu
     LEFT JOIN ncu_waves w
       ON w.model = g.model AND w.gpu = g.gpu AND w.kernel_id = g.kernel_id
      AND w.grid_size = g.grid_size AND w.block_size = g.block_size

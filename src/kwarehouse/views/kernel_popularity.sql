@@ -10,22 +10,12 @@ WITH timed AS (
     SELECT kernel_id, library, op_class, kernel_base, kernel_signature, model, gpu, time_basis, launches,
            gpu_time_ns, CASE WHEN counter_match <> 'not profiled' THEN gpu_time_ns ELSE 0 END AS counted_ns
     FROM kernel_time
-), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM timed WHERE time_basis = 'timeline'
-), basis_runs AS (
-    -- the runs whose time a row adds up: timeline runs, or ncu runs of models without a timeline
-    SELECT DISTINCT run_id, model, gpu, kernel_id, library, op_class FROM kernel_launches WHERE activity = 'kernel'
-    UNION
-    SELECT DISTINCT run_id, model, gpu, kernel_id, library, op_class FROM kernel_summaries
-    WHERE report = 'cuda_gpu_kern_sum' AND run_id NOT IN (SELECT DISTINCT run_id FROM kernel_launches)
-    UNION
-    SELECT DISTINCT k.run_id, k.model, k.gpu, k.kernel_id, k.library, k.op_class
-    FROM kernels k LEFT JOIN timeline_models tm ON tm.model = k.model AND tm.gpu = k.gpu
-    WHERE tm.model IS NULL
 ), kernel_runs AS (
-    SELECT kernel_id, library, op_class, count(DISTINCT run_id) AS runs FROM basis_runs GROUP BY kernel_id, library, op_class
+    -- kernel_run_counts: each partition's runs of a kernel or library (a run belongs to one partition)
+    SELECT kernel_id, library, op_class, CAST(sum(runs) AS BIGINT) AS runs FROM kernel_run_counts
+    WHERE level = 'kernel' GROUP BY kernel_id, library, op_class
 ), library_runs AS (
-    SELECT library, count(DISTINCT run_id) AS runs FROM basis_runs GROUP BY library
+    SELECT library, CAST(sum(runs) AS BIGINT) AS runs FROM kernel_run_counts WHERE level = 'library' GROUP BY library
 ), fleet AS (
     SELECT sum(gpu_time_ns) AS total_ns FROM timed
 ), per_kernel AS (

@@ -31,7 +31,7 @@ WITH limits AS (
 ), tensor_classes AS (
     SELECT 'gemm' AS op_class UNION ALL SELECT 'conv' UNION ALL SELECT 'attention'
 ), timeline_models AS (
-    SELECT DISTINCT model, gpu FROM kernel_launches WHERE activity = 'kernel'
+    SELECT DISTINCT model, gpu FROM partition_kernels WHERE timeline_launches > 0
 ), devices AS (
     SELECT run_id, sum(span_ns) AS span_ns, sum(busy_ns) AS busy_ns, sum(idle_ns) AS idle_ns,
            sum(memcpy_ns + memset_ns) AS memcpy_memset_ns
@@ -44,9 +44,10 @@ WITH limits AS (
     WHERE level = 'kernel'
     GROUP BY gpu, kernel_id
 ), dram_rows AS (
-    SELECT gpu, kernel_id,
-           time_weighted(dram_pct, duration_ns) AS dram_pct
-    FROM kernels
+    -- the time-weighted DRAM % of each kernel's ncu launches on the GPU, from each partition's sums
+    SELECT gpu, kernel_id, sum(dram_pct * dram_weight_ns) / NULLIF(sum(dram_weight_ns), 0) AS dram_pct
+    FROM partition_kernels
+    WHERE ncu_launches > 0
     GROUP BY gpu, kernel_id
 ), placement AS (
     SELECT coalesce(r.gpu, d.gpu) AS gpu, coalesce(r.kernel_id, d.kernel_id) AS kernel_id,

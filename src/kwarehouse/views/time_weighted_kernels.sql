@@ -9,9 +9,10 @@
 -- bottleneck: the class (bottleneck_class) holding most of the identity's time, each shape's real time
 -- split by the classes of the ncu launches its counters came from.
 WITH ncu AS (
-    SELECT model, gpu, kernel_id, count(*) AS launches, CAST(sum(duration_ns) AS DOUBLE) AS gpu_time_ns
-    FROM kernels
-    GROUP BY model, gpu, kernel_id
+    -- each kernel's ncu launches and time, counted per partition (partition_kernels) rather than launch by launch
+    SELECT model, gpu, kernel_id, ncu_launches AS launches, ncu_ns AS gpu_time_ns
+    FROM partition_kernels
+    WHERE ncu_launches > 0
 ), classes AS (
     -- bottleneck_class read once (a CTE referenced twice is computed once; a view named twice is not)
     SELECT run_id, model, gpu, kernel_id, bottleneck, sum(duration_ns) AS ns

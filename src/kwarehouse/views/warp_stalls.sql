@@ -1,60 +1,19 @@
 -- Warp stall breakdown per kernel identity and per op class: every stall reason ncu reported (warp cycles per issued instruction, weighted by instructions issued), its share of all stalls, the top reason, and each reason's usual cause and fix (stall_reasons).
--- Reads the kernels table's stall_<reason> columns: the canonical
+-- Adds up kernel_stalls (each partition's sums of the kernels table's stall_<reason> columns: the canonical
 -- smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio metrics, so older ncu names
--- (smsp__warp_cycles_per_issue_stall_<reason>) count too. "selected" is the issuing warp, not
+-- (smsp__warp_cycles_per_issue_stall_<reason>) count too). "selected" is the issuing warp, not
 -- a stall: it is listed but left out of the shares and of top_reason.
 -- A ratio per issued instruction aggregates over launches weighted by the instructions each issued
 -- (smsp__inst_executed.sum): sum(ratio x instructions) / sum(instructions) is stall cycles per instruction
 -- over all of them. A launch without an instruction count is weighted by its duration (weighting says so).
 -- In warp-specialised kernels (occupancy.warp_specialized) barrier, gmma, long/short scoreboard and
 -- math-pipe waits are producer-consumer handshakes: cause then says so (stall_reasons.in_warp_specialized).
-WITH instructions AS (
-    SELECT run_id, launch_id, max(value) AS inst_executed
-    FROM metrics WHERE metric = 'smsp__inst_executed.sum'
-    GROUP BY run_id, launch_id
-), launches AS (
-    SELECT k.*, i.inst_executed, o.warp_specialized,
-           coalesce(i.inst_executed, CAST(k.duration_ns AS DOUBLE)) AS weight,
-           i.inst_executed IS NULL AS weighted_by_time
-    FROM kernels k
-    LEFT JOIN instructions i ON i.run_id = k.run_id AND i.launch_id = k.launch_id
-    LEFT JOIN occupancy o ON o.run_id = k.run_id AND o.launch_id = k.launch_id
-), stalls AS (
-    -- one row per launch and reason, from the kernels table's stall_<reason> columns
-    SELECT k.kernel_id, k.library, k.op_class, k.kernel_base, k.weight, k.weighted_by_time, k.warp_specialized, r.reason,
-           CASE r.reason
-                WHEN 'barrier' THEN k.stall_barrier
-                WHEN 'branch_resolving' THEN k.stall_branch_resolving
-                WHEN 'dispatch_stall' THEN k.stall_dispatch_stall
-                WHEN 'drain' THEN k.stall_drain
-                WHEN 'gmma' THEN k.stall_gmma
-                WHEN 'imc_miss' THEN k.stall_imc_miss
-                WHEN 'lg_throttle' THEN k.stall_lg_throttle
-                WHEN 'long_scoreboard' THEN k.stall_long_scoreboard
-                WHEN 'math_pipe_throttle' THEN k.stall_math_pipe_throttle
-                WHEN 'membar' THEN k.stall_membar
-                WHEN 'mio_throttle' THEN k.stall_mio_throttle
-                WHEN 'misc' THEN k.stall_misc
-                WHEN 'no_instruction' THEN k.stall_no_instruction
-                WHEN 'not_selected' THEN k.stall_not_selected
-                WHEN 'selected' THEN k.stall_selected
-                WHEN 'short_scoreboard' THEN k.stall_short_scoreboard
-                WHEN 'sleeping' THEN k.stall_sleeping
-                WHEN 'tex_throttle' THEN k.stall_tex_throttle
-                WHEN 'wait' THEN k.stall_wait
-           END AS value
-    FROM launches k CROSS JOIN (VALUES
-        ('barrier'), ('branch_resolving'), ('dispatch_stall'), ('drain'), ('gmma'), ('imc_miss'),
-        ('lg_throttle'), ('long_scoreboard'), ('math_pipe_throttle'), ('membar'), ('mio_throttle'), ('misc'),
-        ('no_instruction'), ('not_selected'), ('selected'), ('short_scoreboard'), ('sleeping'), ('tex_throttle'),
-        ('wait')
-    ) AS r (reason)
-), per_kernel_sums AS (
-    SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, count(*) AS launches,
-           sum(value * weight) AS weighted, sum(weight) AS duration,
-           bool_or(weighted_by_time) AS any_by_time, bool_or(coalesce(warp_specialized, false)) AS warp_specialized
-    FROM stalls
-    WHERE value IS NOT NULL
+WITH per_kernel_sums AS (
+    -- kernel_stalls holds each partition's sums; a kernel's over the fleet add them up
+    SELECT kernel_id, library, op_class, min(kernel_base) AS kernel_base, reason, sum(launches) AS launches,
+           sum(stall_cycles_per_issue * weight) AS weighted, sum(weight) AS duration,
+           bool_or(weighted_by_time) AS any_by_time, bool_or(warp_specialized) AS warp_specialized
+    FROM kernel_stalls
     GROUP BY kernel_id, library, op_class, reason
 ), per_kernel AS (
     SELECT 'kernel' AS level, kernel_id, library, op_class, kernel_base, reason, launches,

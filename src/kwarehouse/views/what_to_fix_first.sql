@@ -7,8 +7,11 @@
 -- profiler stretches: these rank after the others, since an un-profiled timing must back them before CUDA
 -- Graphs lead a fix list). saves keeps the older two words (GPU kernel time / GPU idle time). time_basis says
 -- whether the time is real (timeline) or ncu's replay of the profiled launches.
+-- Estimates equal but for the last bits of their sums (two signals of one kernel, each capped at its bound)
+-- rank by signal and subject: the estimate is ranked to the thousandth of a ns, below which float sums in
+-- another order differ.
 SELECT row_number() OVER (ORDER BY CASE WHEN basis = 'idle time measured under the profiler, an upper bound' THEN 1 ELSE 0 END,
-                                   est_time_saved_ns DESC, signal, subject) AS rank,
+                                   round(est_time_saved_ns, 3) DESC, signal, subject) AS rank,
        signal, subject, model_list, models, est_time_saved_ns, gpu_time_ns,
        CASE WHEN basis = 'kernel time' THEN 'GPU kernel time' ELSE 'GPU idle time' END AS saves,
        time_basis, fix, evidence, assumption, basis
