@@ -44,6 +44,24 @@ def pytest_configure(config):
         os.environ["KWH_CACHE_DIR"] = config.kwh_cache_dir
 
 
+# Fixtures made once per catalog backend ("sqlite", "postgresql"). A test of kwh's store and catalog
+# (tests/store/, or marked `catalog`) runs on both by default; elsewhere the PostgreSQL twin re-tests code
+# that does not touch the catalog's dialect (a view, a reader, a rollup's numbers) through the same
+# SQLAlchemy calls as the SQLite one, for ~1 CPU-s of server time each: it runs with -m slow.
+CATALOG_BACKEND_FIXTURES = ("new_warehouse", "cupy")
+STORE_TESTS = Path(__file__).parent / "store"
+
+
+@pytest.hookimpl(tryfirst=True)       # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        on_postgresql = any(params.get(name) == "postgresql" for name in CATALOG_BACKEND_FIXTURES)
+        about_the_catalog = item.get_closest_marker("catalog") or STORE_TESTS in item.path.parents
+        if on_postgresql and not about_the_catalog:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_unconfigure(config):
     if getattr(config, "kwh_cache_dir", None):
         shutil.rmtree(config.kwh_cache_dir, ignore_errors=True)
