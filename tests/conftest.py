@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import math
 import os
+import pickle
 import shutil
 import subprocess
 import tempfile
@@ -43,6 +45,24 @@ def pytest_configure(config):
     if "KWH_CACHE_DIR" not in os.environ:
         config.kwh_cache_dir = tempfile.mkdtemp(prefix="kwh-test-cache-")
         os.environ["KWH_CACHE_DIR"] = config.kwh_cache_dir
+
+
+# Fixtures made once per catalog backend ("sqlite", "postgresql"). A test of kwh's store and catalog
+# (tests/store/, or marked `catalog`) runs on both by default; elsewhere the PostgreSQL twin re-tests code
+# that does not touch the catalog's dialect (a view, a reader, a rollup's numbers) through the same
+# SQLAlchemy calls as the SQLite one, for ~1 CPU-s of server time each: it runs with -m slow.
+CATALOG_BACKEND_FIXTURES = ("new_warehouse", "cupy")
+STORE_TESTS = Path(__file__).parent / "store"
+
+
+@pytest.hookimpl(tryfirst=True)       # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        on_postgresql = any(params.get(name) == "postgresql" for name in CATALOG_BACKEND_FIXTURES)
+        about_the_catalog = item.get_closest_marker("catalog") or STORE_TESTS in item.path.parents
+        if on_postgresql and not about_the_catalog:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config):
@@ -123,14 +143,35 @@ def warehouse(new_warehouse) -> Warehouse:
     return new_warehouse()
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A folder that build(folder) fills once per test session. Under pytest-xdist every worker is a
+    process with session fixtures of its own, and with --dist loadfile both workers usually need the ones
+    below (seconds of CPU each): the first to ask builds the folder in the session's shared temporary
+    folder while the other waits on a lock, then reads the same one. Only for what tests just read."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent      # the session's; each worker's base is below it
+    folder, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():                           # or a worker whose build failed left it half made
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def pristine_warehouse(tmp_path_factory) -> Path:
     """Every good test export ingested once per session (tests get copies)."""
-    warehouse = Warehouse(tmp_path_factory.mktemp("pristine") / "wh")
-    sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
-    report = ingest_job.ingest(sources, warehouse)
-    assert report.failed == []
-    return warehouse.root
+    def build(folder: Path) -> None:
+        sources = [p for p in sorted(DATA.iterdir()) if p.is_dir() and p.name.startswith(EXPORT_FOLDERS)]
+        report = ingest_job.ingest(sources, Warehouse(folder / "wh"))
+        assert report.failed == []
+    return built_once(tmp_path_factory, "pristine", build) / "wh"
 
 
 @pytest.fixture
@@ -147,27 +188,29 @@ def ingested(pristine_warehouse, tmp_path) -> Warehouse:
 def ingested_read_only(pristine_warehouse, tmp_path_factory) -> Warehouse:
     """The warehouse of `ingested`, one copy for the whole session: only for tests that just query it
     (the golden views and the queries/ files), which would otherwise each copy and republish it."""
-    root = tmp_path_factory.mktemp("read-only") / "wh"
-    shutil.copytree(pristine_warehouse, root)
-    warehouse = Warehouse(root)
-    warehouse.refresh_duckdb()
-    return warehouse
+    def build(folder: Path) -> None:
+        shutil.copytree(pristine_warehouse, folder / "wh")
+        Warehouse(folder / "wh").refresh_duckdb()
+    return Warehouse(built_once(tmp_path_factory, "read-only", build) / "wh")
 
 
 @pytest.fixture(scope="session")
-def read_only_view_rows(ingested_read_only) -> dict[str, tuple[list[str], list[tuple]]]:
+def read_only_view_rows(ingested_read_only, tmp_path_factory) -> dict[str, tuple[list[str], list[tuple]]]:
     """Every view of ingested_read_only, each queried once for the session: {view: (columns, rows)}.
-    The golden view checks and the compaction check read them (one pass over the views costs ~10 CPU-s)."""
+    The golden view checks and the compaction check read them (one pass over the views costs ~5 CPU-s)."""
     from kwarehouse import views
-    con = ingested_read_only.connect()
-    try:
-        out = {}
-        for name in views.all_views():
-            cursor = con.execute(f'SELECT * FROM "{name}"')
-            out[name] = ([d[0] for d in cursor.description], cursor.fetchall())
-        return out
-    finally:
-        con.close()
+
+    def build(folder: Path) -> None:
+        con = ingested_read_only.connect()
+        try:
+            out = {}
+            for name in views.all_views():
+                cursor = con.execute(f'SELECT * FROM "{name}"')
+                out[name] = ([d[0] for d in cursor.description], cursor.fetchall())
+        finally:
+            con.close()
+        (folder / "rows.pickle").write_bytes(pickle.dumps(out))
+    return pickle.loads((built_once(tmp_path_factory, "read-only-view-rows", build) / "rows.pickle").read_bytes())
 
 
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -183,24 +226,28 @@ def whole_corpus(tmp_path_factory):
     this one and only read it. Skips without ../shared/corpus."""
     if not all((SHARED_CORPUS / name).is_dir() for name in CORPORA):
         pytest.skip("../shared/corpus not present")
-    base = tmp_path_factory.mktemp("whole-corpus")
-    runs = base / "runs"
-    for name in CORPORA:
-        target = runs / name
-        target.mkdir(parents=True)
-        for tarball in sorted((SHARED_CORPUS / name).glob("*.tar.xz")):
-            subprocess.run(["tar", "xJf", str(tarball), "-C", str(target)], check=True)
-    warehouse = Warehouse(base / "wh")
-    report = ingest_job.ingest([runs], warehouse)
-    return runs, warehouse, report
+
+    def build(base: Path) -> None:
+        for name in CORPORA:
+            target = base / "runs" / name
+            target.mkdir(parents=True)
+            for tarball in sorted((SHARED_CORPUS / name).glob("*.tar.xz")):
+                subprocess.run(["tar", "xJf", str(tarball), "-C", str(target)], check=True)
+        report = ingest_job.ingest([base / "runs"], Warehouse(base / "wh"))
+        (base / "report.pickle").write_bytes(pickle.dumps(report))
+    base = built_once(tmp_path_factory, "whole-corpus", build)
+    return base / "runs", Warehouse(base / "wh"), pickle.loads((base / "report.pickle").read_bytes())
 
 
 @pytest.fixture(scope="session")
-def whole_corpus_report(whole_corpus) -> str:
+def whole_corpus_report(whole_corpus, tmp_path_factory) -> str:
     """kwh report of the whole corpus (conftest.whole_corpus), built once: test_report's issue-33 checks
     and test_corpus's sections check read the same page (a corpus report costs ~10 CPU-s)."""
     from kwarehouse.answers import report
-    return report.build(whole_corpus[1])
+
+    def build(folder: Path) -> None:
+        (folder / "report.html").write_text(report.build(whole_corpus[1]), encoding="utf-8")
+    return (built_once(tmp_path_factory, "whole-corpus-report", build) / "report.html").read_text(encoding="utf-8")
 
 
 def warehouse_rows(warehouse: Warehouse) -> dict[str, list[str]]:

@@ -30,6 +30,7 @@ def snapshot(warehouse: Warehouse) -> dict:
     return out
 
 
+@pytest.mark.catalog
 def test_all_pages_and_variants_of_one_report_are_one_run(warehouse):
     report = ingest_job.ingest([DATA / "ncu-gpt2-h100"], warehouse)
     assert report.failed == []
@@ -125,6 +126,7 @@ def test_reingest_changes_nothing_and_says_so(ingested):
     assert snapshot(ingested) == before
 
 
+@pytest.mark.catalog
 def test_pages_ingested_separately_join_the_same_run(warehouse, tmp_path):
     ingest_job.ingest([DATA / "ncu-gpt2-h100/gpt2.raw.csv"], warehouse)
     first = rows(warehouse, "SELECT run_id, count(*) FROM kernels GROUP BY 1")
@@ -192,6 +194,7 @@ def test_model_names_cannot_escape_the_warehouse(warehouse, tmp_path):
         assert warehouse.root in path.parents
 
 
+@pytest.mark.catalog
 def test_crash_before_the_catalog_commit_leaves_nothing_visible_and_is_repaired(warehouse, monkeypatch):
     ingest_job.ingest([DATA / "ncu-gtx1080-raw"], warehouse, model="vecadd")
     before = snapshot(warehouse)

@@ -186,6 +186,7 @@ def test_the_fan_out_isolates_files_too(tmp_path, warehouse, monkeypatch):
     assert len(report.fallbacks) == 1 and "SchemaError" in report.fallbacks[0]
 
 
+@pytest.mark.catalog
 def test_a_failed_fan_out_job_is_done_by_the_driver_and_said(tmp_path, warehouse, monkeypatch):
     real = build.run.read_folder
     calls = []

@@ -212,6 +212,7 @@ def test_metrics_are_clustered_so_a_metric_filter_skips_other_row_groups(tmp_pat
     assert close(before["warp_stalls"], after["warp_stalls"]) and close(before["metrics"], after["metrics"])
 
 
+@pytest.mark.catalog
 def test_a_run_in_a_compacted_file_can_still_grow(tmp_path, new_warehouse):
     warehouse = new_warehouse("wh")
     folder = tmp_path / "gpt2"
@@ -311,6 +312,7 @@ def test_export_round_trips(ingested_read_only, tmp_path):
     assert parquet == [(len(json.loads((tmp_path / 'k.json').read_text())),)] == [(rows(ingested_read_only, "SELECT count(*) FROM kernels")[0][0],)]
 
 
+@pytest.mark.catalog
 def test_nightly_job(tmp_path, new_warehouse):
     warehouse = new_warehouse("wh")
     drop = tmp_path / "drop"

@@ -98,7 +98,26 @@ def _every_case():
     return [_case(label, kind, slow=True) for label, _, _, kind in _every_variant() if kind not in FAST.get(label, ())]
 
 
-@pytest.mark.parametrize("label, kind", _every_case())
+def _slow_tests_selectable(config) -> bool:
+    """Whether -m can select a test marked slow (-m 'not slow', the default, cannot)."""
+    try:
+        from _pytest.mark.expression import Expression
+        return Expression.compile(config.option.markexpr).evaluate(
+            lambda name, **kwargs: name in ("slow", "parametrize")) if config.option.markexpr else True
+    except Exception:       # another pytest's private API: make them all
+        return True
+
+
+def pytest_generate_tests(metafunc):
+    # The slow cases' ids come from every variant of every export (_every_variant, ~3 CPU-s), which each
+    # xdist worker would make again at collection only for -m 'not slow' to deselect them: without -m
+    # selecting slow tests, one deselected placeholder stands for them.
+    if metafunc.function is test_every_polluted_variant_is_intact_or_refused:
+        cases = (_every_case() if _slow_tests_selectable(metafunc.config) else
+                 [pytest.param(None, None, marks=pytest.mark.slow, id="every-variant-made-only-with-m-slow")])
+        metafunc.parametrize("label, kind", cases)
+
+
 def test_every_polluted_variant_is_intact_or_refused(harness, sources, scratch, label, kind):
     """Every variant of every tests/data export (slow: ~25 minutes on 2 cores)."""
     _assert_not_lost(harness.score(_variant(sources, scratch, label, kind)))

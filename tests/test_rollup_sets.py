@@ -208,6 +208,7 @@ def two_runs_in_one_partition(warehouse: Warehouse) -> None:
     ingest_job.ingest([DATA / "ncu-gpt2-h100", DATA / "torch-trace-gpt2"], warehouse)
 
 
+@pytest.mark.catalog
 def test_a_writer_clock_ahead_does_not_delete_files_a_session_still_reads(new_warehouse, skewed_clock):
     warehouse = new_warehouse()
     two_runs_in_one_partition(warehouse)
@@ -220,6 +221,7 @@ def test_a_writer_clock_ahead_does_not_delete_files_a_session_still_reads(new_wa
     session.close()
 
 
+@pytest.mark.catalog
 def test_retired_files_go_once_the_catalog_clock_passes_the_grace(new_warehouse, monkeypatch, skewed_clock):
     warehouse = new_warehouse()
     two_runs_in_one_partition(warehouse)
@@ -233,6 +235,7 @@ def test_retired_files_go_once_the_catalog_clock_passes_the_grace(new_warehouse,
     assert not [p for p in retired if (warehouse.root / layout.FILES / p).exists() or (warehouse.root / p).exists()]
 
 
+@pytest.mark.catalog
 def test_rollups_of_an_older_kwh_are_checked_and_recomputed(tmp_path, three_days, new_warehouse):
     """A warehouse an older kwh rolled up records no coverage: its incremental rollup left a removed
     run's rows behind. kwh check names the day; the next rollup recomputes every day it has no
