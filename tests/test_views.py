@@ -50,7 +50,7 @@ def test_every_view_has_a_description_and_compiles(ingested_read_only):
         "gpu_telemetry", "gpu_timeline", "kernel_launch_shapes", "kernel_popularity", "kernel_run_counts",
         "kernel_stalls", "kernel_time", "launch_bound", "launch_shape_correlates", "library_share",
         "model_efficiency", "ncu_kernel_counters", "ncu_kernel_rows", "nvtx_gpu_time", "occupancy",
-        "op_compulsory_bytes", "op_kernels", "partition_kernels", "partition_peaks", "rank_balance", "roofline",
+        "op_compulsory_bytes", "op_kernels", "partition_kernels", "partition_peaks", "profiled_coverage", "rank_balance", "roofline",
         "run_framework", "shared_input_gemms", "speed_of_light", "thresholds", "time_weighted_kernels",
         "timeline_kernel_shapes", "timeline_shape_flops", "warp_stalls", "what_to_fix_first"]
     for view in views.all_views().values():

@@ -204,13 +204,13 @@ def create_all(con, warehouse_root: Path | None = None) -> None:
 # (warp_stalls), partition_kernels and partition_peaks (counts, totals and peaks per partition:
 # design_signals, gemm_efficiency, time_weighted_kernels, model_efficiency), design_signal_parts and
 # shared_input_gemms (design_signals), kernel_run_counts (kernel_popularity), gemm_launch_groups
-# (gemm_efficiency), kernel_launch_shapes (launch_shape_correlates). Each orders its rows by model first,
-# as row_order says.
+# (gemm_efficiency), kernel_launch_shapes (launch_shape_correlates), profiled_coverage (coverage). Each
+# orders its rows by model first, as row_order says.
 PARTITION_LOCAL = ("gpu_timeline", "launch_bound", "nvtx_gpu_time", "occupancy", "op_compulsory_bytes", "op_kernels",
                    "run_framework", "timeline_shape_flops", "cache_efficiency", "clock_throttling", "gpu_telemetry",
                    "rank_balance", "bottleneck_class", "timeline_kernel_shapes", "ncu_kernel_counters", "ncu_kernel_rows",
                    "kernel_stalls", "partition_kernels", "partition_peaks", "design_signal_parts", "kernel_run_counts",
-                   "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes")
+                   "gemm_launch_groups", "shared_input_gemms", "kernel_launch_shapes", "profiled_coverage")
 # Reads of other views that a local view may make: clock_throttling takes only the time of its own model's
 # kernels from kernel_time (gpu_time_ns, time_basis: never the counters kernel_time borrows from other
 # models); bottleneck_class names warp_stalls in its evidence text only.
