@@ -4,8 +4,8 @@ whose files it changed; a partition that cannot be computed leaves its views as 
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import math
 from pathlib import Path
 
 import duckdb
@@ -21,27 +21,20 @@ from kwarehouse.store.layout import read_path
 from kwarehouse.store.materialize import PARTITIONS_KEY
 from kwarehouse.store.warehouse import Warehouse
 
-EXAMPLES = Path(__file__).parents[2] / "examples" / "runs"
+ROOT = Path(__file__).parents[2]
+EXAMPLES = ROOT / "examples" / "runs"
 
 
-def _sort_key(row: tuple) -> tuple:
-    return tuple(f"{v:.6g}" if isinstance(v, float) else repr(v) for v in row)
+
+def _bench_module():
+    """bench/materialized_views.py, whose same_rows (the comparison its --compare makes) the test shares."""
+    spec = importlib.util.spec_from_file_location("materialized_views", ROOT / "bench" / "materialized_views.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def same_rows(got: list[tuple], want: list[tuple]) -> bool:
-    """The same rows in any order, floats equal to 1e-8 relative: a sum taken per partition and then over
-    partitions differs from the sum over launches in the last bits (0.167876562 against ...563)."""
-    if len(got) != len(want):
-        return False
-    for a, b in zip(sorted(got, key=_sort_key), sorted(want, key=_sort_key)):
-        for x, y in zip(a, b):
-            if isinstance(x, float) and isinstance(y, float):
-                if not math.isclose(x, y, rel_tol=1e-8, abs_tol=1e-12):
-                    return False
-            elif x != y:
-                return False
-    return True
-
+same_rows = _bench_module().same_rows
 
 def _views_over_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     """The views computed as views, in memory, over the catalog's files: what the tables must hold."""
