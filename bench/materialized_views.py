@@ -84,14 +84,20 @@ def same_rows(got: list[tuple], want: list[tuple]) -> bool:
     return True
 
 
+def views_afresh(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """Every view computed as a view, in memory, over the catalog's files: what the tables must hold."""
+    con = duckdb.connect()
+    for statement in bind.view_sql(warehouse.root, warehouse.snapshot()):
+        con.execute(statement)
+    bind.add_reference_tables(con)
+    views.create_all(con, warehouse.root)
+    views.plan_quickly(con)
+    return con
+
+
 def compare(warehouse: Warehouse) -> list[str]:
     published = warehouse.connect()
-    expected = duckdb.connect()
-    for statement in bind.view_sql(warehouse.root, warehouse.snapshot()):
-        expected.execute(statement)
-    bind.add_reference_tables(expected)
-    views.create_all(expected, warehouse.root)
-    views.plan_quickly(expected)
+    expected = views_afresh(warehouse)
     differ = []
     for name in views.MATERIALIZED:
         rows = [con.execute(f'SELECT * FROM "{name}"').fetchall() for con in (published, expected)]

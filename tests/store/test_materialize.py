@@ -25,30 +25,21 @@ ROOT = Path(__file__).parents[2]
 EXAMPLES = ROOT / "examples" / "runs"
 
 
-
 def _bench_module():
-    """bench/materialized_views.py, whose same_rows (the comparison its --compare makes) the test shares."""
+    """bench/materialized_views.py, whose --compare (views_afresh, same_rows) the test shares."""
     spec = importlib.util.spec_from_file_location("materialized_views", ROOT / "bench" / "materialized_views.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-same_rows = _bench_module().same_rows
-
-def _views_over_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
-    """The views computed as views, in memory, over the catalog's files: what the tables must hold."""
-    con = duckdb.connect()
-    for statement in bind.view_sql(warehouse.root, warehouse.snapshot()):
-        con.execute(statement)
-    bind.add_reference_tables(con)
-    views.create_all(con, warehouse.root)
-    return con
+_bench = _bench_module()
+same_rows = _bench.same_rows
 
 
 def _assert_tables_hold_their_views(warehouse: Warehouse) -> None:
     published = warehouse.connect()
-    expected = _views_over_snapshot(warehouse)
+    expected = _bench.views_afresh(warehouse)
     try:
         tables = {name for (name,) in published.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert set(views.MATERIALIZED) <= tables

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import duckdb
 
-from kwarehouse import schema, views
-from kwarehouse.store import bind
+from kwarehouse import views
+from kwarehouse.store import bind, template
 from kwarehouse.store.layout import read_path, sql_string
-from kwarehouse.store.template import STORAGE_VERSION, views_template
 
 # catalog_info key of the partition digests the published file's tables were computed from (apart from
 # the publish record, which every reader parses: 10,000 partitions make ~1 MB of digests)
@@ -113,23 +111,9 @@ def _swap_in(con, name: str, select: str) -> None:
 
 def _compute_partitions(root: Path, snapshot: bind.Snapshot, path: Path) -> None:
     """A database at `path` holding the local views' rows over `snapshot` (the changed partitions'
-    files) as tables: a copy of the views template (its views bound once per machine) with its base
-    tables swapped for views over those files."""
-    template = views_template()
-    if template is not None:
-        shutil.copyfile(template, path)
-    con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_VERSION})
+    files) as tables."""
+    con = template.open_over(path, root, snapshot)
     try:
-        if template is not None:
-            for name in schema.tables():
-                con.execute(f'DROP TABLE "{name}"')
-        for statement in bind.view_sql(root, snapshot):
-            con.execute(statement)
-        if template is not None:
-            views.fill_thresholds(con, root)
-        else:
-            bind.add_reference_tables(con)
-            views.create_all(con, root)
         views.plan_quickly(con)
         left = views.materialize(con, views.PARTITION_LOCAL)
         if left:

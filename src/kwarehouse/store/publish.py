@@ -35,13 +35,14 @@ from pathlib import Path
 import duckdb
 import sqlalchemy as sa
 
-from kwarehouse import schema, views
+from kwarehouse import views
 from kwarehouse.errors import KwhError, first_line
 from kwarehouse.store import bind, catalog, fast_read, layout, materialize
 from kwarehouse.store.catalog import catalog_info, write_intents
 from kwarehouse.store.layout import CHANGED_OUTSIDE, PUBLISHED_KEY, QUARANTINE
 from kwarehouse.store.materialize import PARTITIONS_KEY
-from kwarehouse.store.template import PUBLISHED_TABLE, STORAGE_VERSION, own_objects, tag_own_objects, views_template
+from kwarehouse.store.template import (PUBLISHED_TABLE, STORAGE_VERSION, open_over, own_objects, tag_own_objects,
+                                      views_template)
 
 
 def _recorded(warehouse) -> dict:
@@ -191,8 +192,6 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
     computed from (materialize.partition_digests): either lets the next publish start from it; then
     the hash of each of its tables' and views' definitions (layout.object_digests, which kwh check and
     writers compare) and their comments (layout.object_tags, which readers compare)."""
-    # in the storage format DuckDB 1.0 and later read, so that the DuckDB shell users install (often
-    # older than the duckdb Python package kwh runs on) opens it
     # The previous published file, where it is kwh's own and current but for its data, is copied
     # instead of the template: its views are bound already, and the template, though made once per
     # machine (store/template.py), is a 4.7 MB file to hash before it is trusted.
@@ -204,32 +203,19 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
         reuse_previous = False
     con = _copy_of_previous(warehouse, fresh, recorded) if reuse_previous else None
     previous = con is not None      # exactly what kwh published for an older generation: nothing of a user's in it
-    template = warehouse.duckdb_path if previous else views_template()
-    if con is None:
-        if template is not None:
-            shutil.copyfile(template, fresh)
-        con = duckdb.connect(str(fresh), config={"storage_compatibility_version": STORAGE_VERSION})
+    if not previous:
+        con = open_over(fresh, warehouse.root, snapshot)
     try:
-        if template is not None:
-            # the template's views were bound once over empty tables: swap those for the snapshot's
-            # views over Parquet (nothing re-binds: DuckDB views keep no dependencies) and load the
-            # warehouse's own thresholds
-            if not previous:
-                for name in schema.tables():
-                    con.execute(f'DROP TABLE "{name}"')
-            else:
-                con.execute(f"DROP TABLE {PUBLISHED_TABLE}")
+        if previous:
+            # its views point at the older snapshot's files: the same swap as open_over's
+            con.execute(f"DROP TABLE {PUBLISHED_TABLE}")
             for statement in bind.view_sql(warehouse.root, snapshot):
                 con.execute(statement)
             views.fill_thresholds(con, warehouse.root)
-        else:
-            for statement in bind.view_sql(warehouse.root, snapshot):
-                con.execute(statement)
-            bind.add_reference_tables(con)
-            views.create_all(con, warehouse.root)
         # beyond a small warehouse, the heavy views are computed here, at commit, not by every query
         # (views.MATERIALIZED); from a previous file holding them, for the changed partitions only
         partitions = None
+        views_only = True
         if previous and done is not None:
             digests = materialize.partition_digests(warehouse.root, snapshot)
             try:
@@ -240,18 +226,18 @@ def _build(warehouse, fresh: Path, scratch: Path, snapshot, warnings: list[str],
                 con.close()
                 fresh.unlink(missing_ok=True)
                 return _build(warehouse, fresh, scratch, snapshot, warnings, reuse_previous=False)
-            partitions = digests
+            partitions, views_only = digests, False
         elif _launch_rows(con) >= warehouse.settings.materialize_min_rows:
             digests = materialize.partition_digests(warehouse.root, snapshot)
-            if not materialize.materialize_all(con):
-                partitions = digests
-        views_only = partitions is None and not _has_materialized(con)
+            left = materialize.materialize_all(con)
+            partitions = None if left else digests
+            views_only = len(left) == len(views.MATERIALIZED)
         con.execute(f"CREATE TABLE {PUBLISHED_TABLE} AS SELECT ? AS generation, current_timestamp AS published_at",
                     [snapshot.generation])
         if not previous:
             _keep_user_objects(warehouse, con, warnings, recorded)
         # the template's and the previous file's macros carry their tags already (nothing here creates one)
-        tag_own_objects(con, macros=template is None)
+        tag_own_objects(con, macros=not previous and views_template() is None)
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -280,13 +266,6 @@ def _materialized_partitions(warehouse) -> dict[str, str] | None:
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
-
-
-def _has_materialized(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether any view of views.MATERIALIZED is a table in `con` (some computed, some not)."""
-    names = ", ".join(layout.sql_string(name) for name in views.MATERIALIZED)
-    return con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                       f"AND table_name IN ({names})").fetchall()[0][0] > 0
 
 
 def _launch_rows(con: duckdb.DuckDBPyConnection) -> int:

@@ -63,6 +63,32 @@ def views_template() -> Path | None:
         return made
 
 
+def open_over(path: Path, root: Path, snapshot: bind.Snapshot) -> duckdb.DuckDBPyConnection:
+    """A new DuckDB file at `path` holding every view over the files of `snapshot`: a copy of the views
+    template whose empty base tables are swapped for views over those files (nothing re-binds: DuckDB
+    views keep no dependencies), with the warehouse's own thresholds; where no template can be made,
+    every view created anew."""
+    template = views_template()
+    if template is not None:
+        shutil.copyfile(template, path)
+    con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_VERSION})
+    try:
+        if template is not None:
+            for name in schema.tables():
+                con.execute(f'DROP TABLE "{name}"')
+        for statement in bind.view_sql(root, snapshot):
+            con.execute(statement)
+        if template is not None:
+            views.fill_thresholds(con, root)
+        else:
+            bind.add_reference_tables(con)
+            views.create_all(con, root)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 def _intact(path: Path, checksum: Path) -> bool:
     try:
         expected = checksum.read_text().strip()
