@@ -145,15 +145,16 @@ def test_issue_33_invariants_hold_on_every_corpus_model(corpus_warehouse):
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus not present")
-def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, corpus_sqlite, spark):
+# Spark's half with -m slow: in the default run test_spark.py checks a Spark ingest against a local one on the
+# test exports, in the worker that runs Spark already; here it started a second JVM (~20 CPU-s)
+@pytest.mark.parametrize("engine", [pytest.param("spark", marks=pytest.mark.slow), "processes"])
+def test_whole_corpus_fanned_out_equals_one_process(tmp_path, corpus_runs, corpus_sqlite, engine, request):
     """Issue 11: a Spark ingest of the corpus equals a local ingest, row for row (and so does --jobs 2)."""
     from conftest import warehouse_rows
     from kwarehouse.jobs import fanout
-    runs = corpus_runs
     expected = warehouse_rows(corpus_sqlite)     # the module's one-process ingest of the same folder
     assert len(expected["kernels"]) == sum(EXPECTED.values())
-    for name, fan_out in [("spark", fanout.spark_tasks(spark)),
-                          ("processes", fanout.process_pool(2))]:
-        fanned = Warehouse(tmp_path / name)
-        assert ingest_job.ingest([runs], fanned, fan_out=fan_out).failed == []
-        assert warehouse_rows(fanned) == expected, name
+    fan_out = fanout.spark_tasks(request.getfixturevalue("spark")) if engine == "spark" else fanout.process_pool(2)
+    fanned = Warehouse(tmp_path / engine)
+    assert ingest_job.ingest([corpus_runs], fanned, fan_out=fan_out).failed == []
+    assert warehouse_rows(fanned) == expected, engine
