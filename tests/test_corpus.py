@@ -72,9 +72,12 @@ def test_whole_corpus_one_run_per_report(corpus_runs, corpus_warehouse, golden):
         ncu = con.execute("select kernel_id, grid_x from kernels where model = ? order by launch_id", [model]).fetchall()
         assert [(identity.identify(e["name"]).kernel_id, e["args"]["grid"][0]) for e in trace[:len(ncu)]] == ncu
 
-    # issue 5: every view runs on the whole corpus; results checked against golden files
+    # issue 5: every view runs on the whole corpus; results checked against golden files. Each view computed
+    # once, in creation order, over the rows of those before it (views.compute_once): queried cold, a verdict
+    # view inlines every view below it and takes seconds to plan; one that fails stays a view and raises here
+    views.compute_once(con, tuple(views.all_views()))
     for name in views.all_views():
-        cursor = con.execute(f"SELECT * FROM {name}")     # one query each: the verdict views take seconds to plan
+        cursor = con.execute(f"SELECT * FROM {name}")
         columns = [d[0] for d in cursor.description]
         kept = [i for i, c in enumerate(columns) if c not in ("run_id", "run_day", "borrowed_from_run")]   # run ids hash the folder's path
         golden(f"corpus_view_{name}", [columns[i] for i in kept], [tuple(row[i] for i in kept) for row in cursor.fetchall()])

@@ -127,6 +127,9 @@ def everything(warehouse: Warehouse, view_rows: dict | None = None) -> dict[str,
         return sorted((tuple(row[i] for i in kept) for row in found), key=repr)
     con = warehouse.connect()
     try:
+        # each view computed once, in creation order, over the rows of those before it (a view queried cold
+        # inlines every view below it); one that fails stays a view and raises below
+        views.compute_once(con, tuple(name for name in views.all_views() if view_rows is None or name not in view_rows))
         out = {}
         for name in TABLES + tuple(views.all_views()):
             if view_rows is not None and name in view_rows:
