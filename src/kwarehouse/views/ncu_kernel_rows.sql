@@ -1,18 +1,9 @@
 -- kernel_time's rows from ncu alone, per model, GPU, kernel identity and launch shape: a model without a timeline on that GPU (time_basis 'ncu replay': its ncu launches are the time and the counters), and the kernels a model's timelines never ran (kept at zero weight, 'not in timeline').
 -- Partition-local (views.PARTITION_LOCAL): one model and GPU's ncu launches and its own timeline.
-WITH run_days AS (
-    SELECT run_id, coalesce(run_date, CAST(ingested_at AS DATE)) AS run_day FROM runs
-), timeline_models AS (
+WITH timeline_models AS (
     SELECT DISTINCT model, gpu FROM timeline_kernel_shapes
 ), timeline_ids AS (
     SELECT DISTINCT model, gpu, kernel_id FROM timeline_kernel_shapes
-), ncu_launches AS (
-    SELECT k.run_id, k.model, k.gpu, k.kernel_id, k.kernel_base, k.kernel_signature, k.library, k.op_class,
-           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.op_shapes, k.duration_ns,
-           k.sm_pct, k.dram_pct, k.mem_pct, k.l1_hit_pct, k.l2_hit_pct, k.achieved_occupancy_pct, k.tensor_pipe_pct,
-           k.dram_bytes, k.peak_dram_bytes_per_s, d.run_day
-    FROM kernels k
-    LEFT JOIN run_days d ON d.run_id = k.run_id
 )
 -- models without a timeline on that GPU: ncu's own launches are the time and the counters;
 -- with one: the identities its timelines never ran, kept at zero weight
@@ -35,7 +26,7 @@ SELECT n.model, n.gpu, n.kernel_id, min(n.kernel_base) AS kernel_base,
        time_weighted(n.tensor_pipe_pct, n.duration_ns) AS tensor_pipe_pct,
        avg(n.dram_bytes) AS dram_bytes_per_launch, avg(n.duration_ns) AS ncu_ns_per_launch,
        max(n.peak_dram_bytes_per_s) AS peak_dram_bytes_per_s
-FROM ncu_launches n
+FROM kernels n
 LEFT JOIN timeline_models tm ON tm.model = n.model AND tm.gpu = n.gpu
 LEFT JOIN timeline_ids ti ON ti.model = n.model AND ti.gpu = n.gpu AND ti.kernel_id = n.kernel_id
 WHERE ti.kernel_id IS NULL
