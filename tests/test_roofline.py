@@ -239,3 +239,14 @@ def test_launches_without_nvtx_take_their_flops_from_the_models_timeline(tmp_pat
     for source, roof, limiter, pct, reason in found:
         assert (source, roof, limiter, reason) == ("op shapes (timeline)", "bf16 tensor", "bf16 tensor", None)
         assert 70 < pct < 90
+
+
+def test_a_gemm_without_flops_or_a_known_dtype_gets_no_roof(tmp_path):
+    """A JAX/XLA GEMM profiled by ncu without the roofline sections (kwh profile's jax_step: no FLOP
+    counters, no dtype) is not put under the FP32 CUDA-core roof: its unit is unknown, so no roof, and the
+    row says why it is not placed."""
+    warehouse = Warehouse(tmp_path / "wh")
+    assert ingest_job.ingest([DATA / "profile-h100" / "jax_step" / "ncu"], warehouse).failed == []
+    found = rows(warehouse, "SELECT DISTINCT level, roof, unplaced_reason FROM roofline "
+                            "WHERE kernel_base = 'gemm_fusion_dot_1' ORDER BY level")
+    assert found == [("kernel", None, "no FLOP count"), ("launch", None, "no FLOP count")]

@@ -88,6 +88,10 @@ WITH borrowed AS (
 ), named AS (
     SELECT *,
            CASE WHEN peak_flops_per_s IS NULL THEN NULL
+                -- a GEMM, conv or attention launch with no FLOP count and no dtype known to be FP32/FP64 (a
+                -- timeline summary's kernel): its unit is unknown, so no roof rather than the CUDA-core one
+                WHEN flops IS NULL AND op_class IN ('gemm', 'conv', 'attention')
+                     AND coalesce(math_dtype, 'unknown') NOT IN ('fp32', 'fp64') THEN NULL
                 WHEN peak_flops_per_s = peak_fp64_flops_per_s THEN 'fp64 CUDA-core'
                 WHEN peak_flops_per_s = peak_fp32_flops_per_s THEN 'fp32 CUDA-core'
                 ELSE coalesce(math_dtype, 'unknown') || ' tensor' END AS roof,
