@@ -71,12 +71,15 @@ def _over_template(root: Path, snapshot) -> duckdb.DuckDBPyConnection | None:
     cannot be read: the caller creates the views itself, and says which file."""
     if template.views_template() is None:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="kwh-reader-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="kwh-reader-"))
+    except OSError:         # no temporary folder to be had
+        return None
     try:
         path = folder / "views.duckdb"
         try:
             template.open_over(path, root, snapshot).close()
-        except duckdb.Error:
+        except (duckdb.Error, OSError):     # a file that cannot be read, or no room for the copy
             return None
         con = duckdb.connect()
         try:
