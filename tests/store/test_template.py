@@ -71,3 +71,34 @@ def test_ingests_in_new_processes_share_the_template_and_publish_the_same_views(
         published.append(_views_in(tmp_path / name / "warehouse.duckdb"))
     assert len(list((tmp_path / "cache").glob("views-*.duckdb"))) == 1
     assert published[0] == published[1] and "design_signals" in published[0]
+
+
+def test_a_reader_over_a_private_copy_of_the_template_answers_as_the_views_created_in_memory(ingested_read_only):
+    """A reader that cannot use warehouse.duckdb reads a private copy of the template over the snapshot's
+    files (store/connect.py): every view has the columns and types, and the views checked here the rows, of
+    the views created anew in memory (the path it replaced); no copy is left behind."""
+    import glob
+    import tempfile
+
+    from kwarehouse import views
+    from kwarehouse.store import bind, connect
+    warehouse = ingested_read_only
+    snapshot = warehouse.snapshot()
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "kwh-reader-*")))
+    over_template = connect._over_template(warehouse.root, snapshot)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kwh-reader-*"))) == before
+    anew = duckdb.connect()
+    for statement in bind.view_sql(warehouse.root, snapshot):
+        anew.execute(statement)
+    bind.add_reference_tables(anew)
+    views.create_all(anew, warehouse.root)
+    try:
+        for name in views.all_views():
+            shapes = [con.execute(f'DESCRIBE SELECT * FROM "{name}"').fetchall() for con in (over_template, anew)]
+            assert shapes[0] == shapes[1], name
+        for name in ("kernels", "runs", "kernel_time", "bottleneck_class", "what_to_fix_first"):
+            found = [con.execute(f'SELECT * FROM "{name}"').fetchall() for con in (over_template, anew)]
+            assert found[0] == found[1] and found[0], name
+    finally:
+        over_template.close()
+        anew.close()
