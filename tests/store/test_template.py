@@ -75,7 +75,7 @@ def test_ingests_in_new_processes_share_the_template_and_publish_the_same_views(
 
 def test_a_reader_over_a_private_copy_of_the_template_answers_as_the_views_created_in_memory(ingested_read_only):
     """A reader that cannot use warehouse.duckdb reads a private copy of the template over the snapshot's
-    files (store/connect.py): every view has the columns and types, and the views checked here the rows, of
+    files (store/connect.py): every view has the columns and types, and five views (base tables, thresholds, kernel_time, bottleneck_class) the rows, of
     the views created anew in memory (the path it replaced); no copy is left behind."""
     import glob
     import tempfile
@@ -96,7 +96,7 @@ def test_a_reader_over_a_private_copy_of_the_template_answers_as_the_views_creat
         for name in views.all_views():
             shapes = [con.execute(f'DESCRIBE SELECT * FROM "{name}"').fetchall() for con in (over_template, anew)]
             assert shapes[0] == shapes[1], name
-        for name in ("kernels", "runs", "kernel_time", "bottleneck_class", "what_to_fix_first"):
+        for name in ("kernels", "runs", "kernel_time", "bottleneck_class", "thresholds"):
             found = [con.execute(f'SELECT * FROM "{name}"').fetchall() for con in (over_template, anew)]
             assert found[0] == found[1] and found[0], name
     finally:
