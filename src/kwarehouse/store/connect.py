@@ -1,7 +1,8 @@
 """A reader's DuckDB connection: warehouse.duckdb attached read-only when it is what kwh published for
-the catalog's snapshot (fast_read, publish.open_published), else views built in memory over the
-snapshot's files (bind.view_sql). What is wrong on the way (committed files missing, a published file
-changed outside kwh) goes to the warehouse's warnings, never to stderr.
+the catalog's snapshot (fast_read, publish.open_published), else the views over the snapshot's files
+(bind.view_sql): a private copy of the views template built for them and attached read-only (_over_template),
+or, where none can be had, every view created in memory. What is wrong on the way (committed files
+missing, a published file changed outside kwh) goes to the warehouse's warnings, never to stderr.
 """
 
 from __future__ import annotations
