@@ -24,8 +24,21 @@ SLACK = 1e-6   # ns: float noise of sums taken in another order
 
 def check_invariants(warehouse: Warehouse) -> int:
     """Every invariant of a bounded, de-duplicated estimate; returns how many kernel-time rows it checked."""
-    # design_signals read once (evaluating it takes seconds): its calibrated rows here, its GEMM-sharing rows below
-    every_signal = rows(warehouse, "SELECT signal, subject, kernel_id, model_list, time_basis, gpu_time_ns, "
+    from kwarehouse import views
+    con = warehouse.connect()
+    # each view read computed once, in creation order (views.compute_once, as the report does): queried cold,
+    # what_to_fix_first evaluates design_signals again, and each verdict view takes ~1 s on a small warehouse
+    views.compute_once(con, ("kernel_time", "gemm_efficiency", "launch_bound", "roofline", "design_signals",
+                             "what_to_fix_first"))
+    try:
+        return _check_invariants(lambda sql: con.execute(sql).fetchall())
+    finally:
+        con.close()
+
+
+def _check_invariants(rows_of) -> int:
+    # design_signals read once: its calibrated rows here, its GEMM-sharing rows below
+    every_signal = rows_of("SELECT signal, subject, kernel_id, model_list, time_basis, gpu_time_ns, "
                                    "est_time_saved_ns, bound_ns, floor_ns, basis, est_alone_ns, source FROM design_signals")
     signals = [r[:11] for r in every_signal if r[11] == "calibrated"]
     kernel_rows = [r for r in signals if r[9] == "kernel time" and r[6] is not None]
@@ -40,7 +53,7 @@ def check_invariants(warehouse: Warehouse) -> int:
     # kernel), and one kernel's signals never add up past the kernel's time
     kernel_time = defaultdict(float)
     model_time = defaultdict(float)
-    for model, time_basis, kernel_id, ns in rows(warehouse, "SELECT model, time_basis, kernel_id, gpu_time_ns FROM kernel_time"):
+    for model, time_basis, kernel_id, ns in rows_of("SELECT model, time_basis, kernel_id, gpu_time_ns FROM kernel_time"):
         kernel_time[model, time_basis, kernel_id] += ns
         model_time[model, time_basis] += ns
     per_kernel = defaultdict(float)
@@ -60,16 +73,16 @@ def check_invariants(warehouse: Warehouse) -> int:
     for key, ns in saved.items():
         assert ns <= model_time[key] * (1 + 1e-9) + SLACK, (key, ns, model_time[key])
     # no GEMV flagged misaligned, none of gemm_efficiency's estimates negative or above the time over the floor
-    for m, n, k, misaligned, gemv, est, time_ns, floor in rows(
-            warehouse, "SELECT m, n, k, misaligned, gemv, est_time_saved_ns, gpu_time_ns, floor_ns FROM gemm_efficiency"):
+    for m, n, k, misaligned, gemv, est, time_ns, floor in rows_of(
+            "SELECT m, n, k, misaligned, gemv, est_time_saved_ns, gpu_time_ns, floor_ns FROM gemm_efficiency"):
         assert gemv == (min(m, n) <= 16)
         assert not (gemv and misaligned), (m, n, k)
         assert est is None or 0 <= est <= max(0.0, time_ns - floor) + SLACK, (m, n, k, est, time_ns, floor)
-    assert rows(warehouse, "SELECT count(*) FROM launch_bound WHERE est_time_saved_ns < 0") == [(0,)]
+    assert rows_of("SELECT count(*) FROM launch_bound WHERE est_time_saved_ns < 0") == [(0,)]
     # no tensor kernel against a CUDA-core roof: a GEMM, conv or attention launch of a tensor dtype whose
     # tensor work went uncounted has no roof at all (its counted FLOPs are its epilogue's), never the FP32 one;
     # nor one of an unknown dtype (a cuDNN "f16" SDPA kernel with NVTX shapes: 421 % of the FP32 roof)
-    assert rows(warehouse, "SELECT kernel_base, roof FROM roofline WHERE op_class IN ('gemm', 'conv', 'attention') "
+    assert rows_of("SELECT kernel_base, roof FROM roofline WHERE op_class IN ('gemm', 'conv', 'attention') "
                            "AND coalesce(math_dtype, 'unknown') NOT IN ('fp32', 'fp64') "
                            "AND roof LIKE '%CUDA-core%'") == []
     # GEMMs sharing an input: each saving within the shorter members' re-read of A and their time above floor
@@ -77,7 +90,7 @@ def check_invariants(warehouse: Warehouse) -> int:
                                          if r[0] == "GEMMs sharing an input (fusion candidate)"]:
         assert 0 <= est <= max(0.0, time_ns - floor) + SLACK, (subject, est, time_ns, floor)
     # what_to_fix_first: idle time is its own basis, and profiled idle time ranks after every other basis
-    ranked = rows(warehouse, "SELECT rank, basis, saves FROM what_to_fix_first ORDER BY rank")
+    ranked = rows_of("SELECT rank, basis, saves FROM what_to_fix_first ORDER BY rank")
     assert {b for _, b, _ in ranked} <= BASES
     assert all((s == "GPU kernel time") == (b == "kernel time") for _, b, s in ranked)
     upper = [r for r, b, _ in ranked if b == "idle time measured under the profiler, an upper bound"]
