@@ -26,7 +26,7 @@ import duckdb
 
 from kwarehouse import views
 from kwarehouse.jobs import ingest as ingest_job
-from kwarehouse.store import bind, materialize
+from kwarehouse.store import connect, materialize
 from kwarehouse.store.warehouse import Warehouse
 
 
@@ -86,13 +86,7 @@ def same_rows(got: list[tuple], want: list[tuple]) -> bool:
 
 def views_afresh(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     """Every view computed as a view, in memory, over the catalog's files: what the tables must hold."""
-    con = duckdb.connect()
-    for statement in bind.view_sql(warehouse.root, warehouse.snapshot()):
-        con.execute(statement)
-    bind.add_reference_tables(con)
-    views.create_all(con, warehouse.root)
-    views.plan_quickly(con)
-    return con
+    return connect.views_in_memory(warehouse.root, warehouse.snapshot())
 
 
 def compare(warehouse: Warehouse) -> list[str]:

@@ -81,17 +81,13 @@ def test_a_reader_over_a_private_copy_of_the_template_answers_as_the_views_creat
     import tempfile
 
     from kwarehouse import views
-    from kwarehouse.store import bind, connect
+    from kwarehouse.store import connect
     warehouse = ingested_read_only
     snapshot = warehouse.snapshot()
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "kwh-reader-*")))
     over_template = connect._over_template(warehouse.root, snapshot)
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "kwh-reader-*"))) == before
-    anew = duckdb.connect()
-    for statement in bind.view_sql(warehouse.root, snapshot):
-        anew.execute(statement)
-    bind.add_reference_tables(anew)
-    views.create_all(anew, warehouse.root)
+    anew = connect.views_in_memory(warehouse.root, snapshot)
     try:
         # the template's views bound anew over the snapshot's files, against the in-memory views' columns
         # (bound over those files by create_all)
